@@ -1,0 +1,1 @@
+"""The Sluice driver: a fenced micro-batch loop over planned Kafka offset ranges."""

@@ -1,0 +1,1 @@
+"""The Sluice operator: reconciles each StreamingPipeline into exactly one driver pod."""

@@ -1,0 +1,62 @@
+"""What ``sluice-dev provision`` produces: versioned, cached downloads and builds.
+
+An artifact lives in ``<cache>/<name>-<version>/`` and is complete when the file
+``.complete`` exists there; a half-finished build is redone, a complete one is never
+touched again. Each artifact module registers one :class:`Artifact`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluice_dev.paths import Layout
+
+COMPLETE = ".complete"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One cached thing the stack needs, built by ``build(target_dir)``."""
+
+    name: str
+    version: str
+    build: Callable[[Path], None]
+
+    def path(self, layout: Layout) -> Path:
+        return layout.artifact(self.name, self.version)
+
+    def ready(self, layout: Layout) -> bool:
+        return (self.path(layout) / COMPLETE).exists()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    artifact: Artifact
+    cached: bool
+    seconds: float
+
+    def line(self) -> str:
+        how = "cached" if self.cached else "built"
+        return f"{self.artifact.name:<24} {self.artifact.version:<10} {how:<7} {self.seconds:7.1f}s"
+
+
+def ensure(artifact: Artifact, layout: Layout) -> Outcome:
+    """Build ``artifact`` unless a complete copy is cached; idempotent."""
+    started = time.monotonic()
+    target = artifact.path(layout)
+    if artifact.ready(layout):
+        return Outcome(artifact, cached=True, seconds=time.monotonic() - started)
+    if target.exists():
+        shutil.rmtree(target)
+    staging = target.with_name(target.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    artifact.build(staging)
+    (staging / COMPLETE).write_text(f"{artifact.name} {artifact.version}\n")
+    staging.rename(target)
+    return Outcome(artifact, cached=False, seconds=time.monotonic() - started)

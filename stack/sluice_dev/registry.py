@@ -1,0 +1,39 @@
+"""The catalogue of the local stack: every artifact and every server, by name."""
+
+from __future__ import annotations
+
+from sluice_dev.artifacts import Artifact
+from sluice_dev.servers import cassandra, etcd, kafka, kube, nodeagent, spark, tools
+from sluice_dev.servers.base import Server
+
+ARTIFACTS: tuple[Artifact, ...] = (
+    *kafka.ARTIFACTS,
+    *cassandra.ARTIFACTS,
+    *spark.ARTIFACTS,
+    *etcd.ARTIFACTS,
+    *kube.ARTIFACTS,
+    *tools.ARTIFACTS,
+)
+
+# Start order: a server comes after everything it requires.
+SERVERS: tuple[Server, ...] = (
+    *etcd.SERVERS,
+    *kube.SERVERS,
+    *nodeagent.SERVERS,
+    *kafka.SERVERS,
+    *cassandra.SERVERS,
+)
+
+
+def artifact(name: str) -> Artifact:
+    for item in ARTIFACTS:
+        if item.name == name:
+            return item
+    raise KeyError(f"no artifact named {name!r}; known: {[a.name for a in ARTIFACTS]}")
+
+
+def server(name: str) -> Server:
+    for item in SERVERS:
+        if item.name == name:
+            return item
+    raise KeyError(f"no server named {name!r}; known: {[s.name for s in SERVERS]}")

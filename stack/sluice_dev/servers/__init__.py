@@ -1,0 +1,1 @@
+"""The servers of the local stack, each described by a :class:`Server`."""

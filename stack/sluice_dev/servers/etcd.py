@@ -1,0 +1,7 @@
+"""Placeholder: filled in by the etcd component."""
+
+from sluice_dev.artifacts import Artifact
+from sluice_dev.servers.base import Server
+
+ARTIFACTS: tuple[Artifact, ...] = ()
+SERVERS: tuple[Server, ...] = ()

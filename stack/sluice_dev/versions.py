@@ -1,0 +1,18 @@
+"""Every pinned version of the local stack, in one place.
+
+A version change here changes the cache directory of the artifact it names, so the
+next ``sluice-dev provision`` builds or downloads it afresh.
+"""
+
+from typing import Final
+
+KAFKA: Final = "3.9.2"
+KAFKA_SCALA: Final = "2.13"
+CASSANDRA: Final = "5.0.9"
+# Must equal the pinned pyspark: spark-sql-kafka is built per Spark release.
+SPARK: Final = "4.2.0"
+KUBERNETES: Final = "1.34.4"
+KUBERNETES_STAGING: Final = "0.34.4"
+ETCD: Final = "3.6.16"
+HELM: Final = "3.22.0"
+PROMETHEUS: Final = "0.316.0"
