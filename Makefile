@@ -1,0 +1,64 @@
+# The two commands of the README: `make demo` and `make test`. Both install what
+# they need first; a warm second run only checks stamps and caches.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+STAMP := $(VENV)/.installed
+
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo clean
+
+all: test
+
+# Python environment: pinned by constraints.txt, installed editable.
+$(STAMP): pyproject.toml constraints.txt
+	@bash stack/scripts/check-prereqs.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[job,operator,dev]'
+	@touch $@
+
+setup: $(STAMP)
+
+# Servers and tools from Maven Central and the Go module proxy, cached by version.
+provision: setup
+	$(BIN)/sluice-dev provision
+
+up: provision
+	$(BIN)/sluice-dev up
+
+down:
+	$(BIN)/sluice-dev down
+
+status:
+	$(BIN)/sluice-dev status
+
+lint: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+test: provision lint typecheck
+	$(BIN)/pytest
+
+test-unit: setup
+	$(BIN)/pytest -m unit
+
+test-integration: provision
+	$(BIN)/pytest -m integration
+
+test-e2e: provision
+	$(BIN)/pytest -m e2e
+
+demo: provision
+	$(BIN)/sluice-dev up
+	$(BIN)/sluice-dev status
+	@echo
+	@echo "The stack is running. Point clients at it with:  eval \"\$$($(BIN)/sluice-dev env)\""
+	@echo "Stop it with:  make down"
+
+clean: down
+	rm -rf .stack

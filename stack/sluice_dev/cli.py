@@ -1,0 +1,130 @@
+"""``sluice-dev``: the command line of the local stack.
+
+    sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
+    sluice-dev up [SERVER...]            start servers (and what they need); idempotent
+    sluice-dev down [--purge]            stop everything the stack started
+    sluice-dev status                    health of every server; exit 1 if any is down
+    sluice-dev env                       `export` lines for clients of the stack
+    sluice-dev logs SERVER [-n N] [-f]   a server's log
+    sluice-dev node partition|crash|heal NODE   fault switches of the node agent
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+
+from sluice_dev import registry, stack
+from sluice_dev.artifacts import Artifact
+from sluice_dev.build import BuildError
+from sluice_dev.paths import Layout
+from sluice_dev.servers.base import Server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    layout = Layout.from_env()
+    try:
+        return int(args.run(layout, args))
+    except (stack.StackError, BuildError) as err:
+        print(f"sluice-dev: {err}", file=sys.stderr)
+        return 1
+    except KeyError as err:
+        print(f"sluice-dev: {err.args[0]}", file=sys.stderr)
+        return 2
+
+
+def _names(items: Sequence[Artifact | Server]) -> str:
+    return "one of: " + ", ".join(item.name for item in items)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice-dev", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cmd = sub.add_parser("provision", help="build or fetch every artifact, cached by version")
+    cmd.add_argument("artifacts", nargs="*", metavar="ARTIFACT", help=_names(registry.ARTIFACTS))
+    cmd.set_defaults(run=_provision)
+
+    cmd = sub.add_parser("up", help="start servers (default: all) and wait until healthy")
+    cmd.add_argument("servers", nargs="*", metavar="SERVER", help=_names(registry.SERVERS))
+    cmd.set_defaults(run=_up)
+
+    cmd = sub.add_parser("down", help="stop every process of the stack")
+    cmd.add_argument("--purge", action="store_true", help="also delete data and configuration")
+    cmd.set_defaults(run=_down)
+
+    sub.add_parser("status", help="health of each server").set_defaults(run=_status)
+    sub.add_parser("env", help="print export lines for clients").set_defaults(run=_env)
+
+    cmd = sub.add_parser("logs", help="show a server's log")
+    cmd.add_argument("server", choices=[s.name for s in registry.SERVERS])
+    cmd.add_argument("-n", "--lines", type=int, default=50)
+    cmd.add_argument("-f", "--follow", action="store_true")
+    cmd.set_defaults(run=_logs)
+
+    cmd = sub.add_parser("node", help="node agent fault switches")
+    cmd.add_argument("action", choices=["partition", "crash", "heal"])
+    cmd.add_argument("node")
+    cmd.set_defaults(run=_node)
+    return parser
+
+
+def _provision(layout: Layout, args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    stack.provision(layout, args.artifacts or None)
+    print(f"provisioned in {time.monotonic() - started:.1f}s (cache: {layout.cache})")
+    return 0
+
+
+def _up(layout: Layout, args: argparse.Namespace) -> int:
+    stack.up(layout, args.servers or None)
+    return 0
+
+
+def _down(layout: Layout, args: argparse.Namespace) -> int:
+    stack.down(layout, purge=args.purge)
+    return 0
+
+
+def _status(layout: Layout, _args: argparse.Namespace) -> int:
+    states = stack.status(layout)
+    for state in states:
+        print(state.line())
+    return 0 if all(s.healthy for s in states) else 1
+
+
+def _env(layout: Layout, _args: argparse.Namespace) -> int:
+    for key, value in stack.exports(layout).items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def _logs(layout: Layout, args: argparse.Namespace) -> int:
+    path = layout.log(args.server)
+    if not path.exists():
+        print(f"sluice-dev: no log yet at {path}", file=sys.stderr)
+        return 1
+    with path.open(errors="replace") as log:
+        for line in log.readlines()[-args.lines :]:
+            sys.stdout.write(line)
+        while args.follow:
+            line = log.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            else:
+                time.sleep(0.2)
+    return 0
+
+
+def _node(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev.nodeagent import control
+
+    action = {"partition": control.partition, "crash": control.crash, "heal": control.heal}
+    action[args.action](layout, args.node)
+    print(f"{args.node}: {args.action}")
+    return 0
