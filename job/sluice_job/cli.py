@@ -1,15 +1,26 @@
-"""Command line of the driver: where its configuration comes from and its exit codes.
+"""Command line of the driver: configuration in, exit code out.
 
 Exit codes (the operator reads them): 0 clean stop, 1 failure (batch failed or a
 dependency is down), 2 invalid configuration (the message names the field),
-3 fenced by a driver with a newer epoch.
+3 fenced by a driver with a newer epoch. Whatever the outcome, a JSON termination
+message says why and where the driver left off.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from sluice_job import config as driver_config
+from sluice_job import logs, termination
+from sluice_job.exitcodes import ExitCode
+from sluice_job.runner import Progress
 
 EPILOG = """\
 configuration: the pipeline spec as JSON, from --config FILE or the SLUICE_CONFIG
@@ -27,11 +38,62 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    result.add_argument("--config", metavar="FILE", help="pipeline spec as JSON")
+    result.add_argument("--config", metavar="FILE", type=Path, help="pipeline spec as JSON")
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser().parse_args(argv)
-    print("sluice_job: the driver loop is not part of this build yet", file=sys.stderr)
-    return 1
+    args = parser().parse_args(argv)
+    logs.setup()
+    try:
+        cfg = driver_config.load(os.environ, args.config)
+    except driver_config.ConfigError as err:
+        logs.event("invalid configuration", level=40, message=str(err))
+        print(f"sluice_job: {err}", file=sys.stderr)
+        path = Path(os.environ.get("SLUICE_TERMINATION_LOG", "/dev/termination-log"))
+        termination.write(
+            path, termination.Termination(ExitCode.INVALID_CONFIG, "InvalidConfig", str(err))
+        )
+        return int(ExitCode.INVALID_CONFIG)
+
+    from sluice_job import driver  # Spark and the clients load only for a real run
+
+    stop = threading.Event()
+    progress = Progress()
+    _on_sigterm(stop, cfg.spec.upgrade.stop_timeout_seconds, cfg.termination_log, progress)
+    outcome = driver.run(cfg, stop, progress)
+    _finished.set()
+    termination.write(cfg.termination_log, outcome)
+    return int(outcome.exit_code)
+
+
+def _on_sigterm(stop: threading.Event, timeout: float, path: Path, progress: Progress) -> None:
+    """SIGTERM asks for a clean stop: the batch in flight finishes and commits. If it
+    does not within the stop timeout, the driver leaves with code 1 (not committed)."""
+
+    def watchdog() -> None:
+        if not _finished.wait(timeout):
+            message = f"batch in flight did not finish within {timeout:.0f}s of SIGTERM"
+            logs.event("stop timeout", level=40, message=message)
+            termination.write(
+                path,
+                termination.Termination(
+                    ExitCode.FAILURE,
+                    "StopTimeout",
+                    message,
+                    progress.batch_id,
+                    positions=progress.positions,
+                ),
+            )
+            os._exit(int(ExitCode.FAILURE))
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        if not stop.is_set():
+            logs.event("stop requested (SIGTERM): finishing the batch in flight")
+            stop.set()
+            threading.Thread(target=watchdog, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+_finished = threading.Event()

@@ -1,0 +1,333 @@
+"""The checkpoint store: offsets in Cassandra, fenced by epoch and owner.
+
+One row per pipeline holds the committed positions (JSON, each the *next* offset to
+read, see ``offsets``), the last batch id, the epoch and a random per-process owner
+id, and the format version of the row: plain data, so any code version resumes
+from it. Every write to that row is a lightweight transaction (Paxos):
+
+* ``claim(epoch)`` takes the pipeline only for an epoch newer than the stored one;
+* ``plan`` writes the ranges of the next batch *before* it is read (write-ahead),
+  so every batch id maps to exactly one set of ranges forever: a driver recovering
+  after a crash, or a zombie still running, re-executes the same ranges, and
+  outputs keyed by batch id are identical whoever writes them;
+* ``commit`` applies only if owner, epoch and the previous batch id still match,
+  so a driver whose claim was taken over can never commit again (it is *fenced*);
+* ``release`` marks a clean stop.
+
+An LWT is never retried after a timeout: a retried compare-and-set can apply twice.
+The outcome of a timed-out commit is resolved by a SERIAL read, which also finishes
+any Paxos round still in flight. Applied commits are recorded in a batch history
+table (the audit trail), and each successful claim in a claims table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from cassandra import ConsistencyLevel, OperationTimedOut, WriteTimeout
+from cassandra.cluster import NoHostAvailable, Session
+from cassandra.query import PreparedStatement
+
+from sluice_job import offsets
+from sluice_job.offsets import OffsetRange, TopicPartition
+
+SCHEMA_VERSION: Final = 1
+ROW_FORMAT: Final = 1
+UNCERTAIN = (WriteTimeout, OperationTimedOut, NoHostAvailable)
+
+
+class FencedError(Exception):
+    """A driver with a newer epoch owns the pipeline; this one must exit (code 3)."""
+
+
+class CheckpointError(Exception):
+    """The checkpoint store is unusable or inconsistent (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A planned batch: its id, its ranges and the positions once it is done."""
+
+    batch_id: int
+    ranges: tuple[OffsetRange, ...]
+    positions: dict[TopicPartition, int]
+
+    @property
+    def records(self) -> int:
+        return sum(r.count for r in self.ranges)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "ranges": offsets.ranges_json(self.ranges),
+                "positions": offsets.to_json(self.positions),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, batch_id: int, text: str) -> Batch:
+        data = json.loads(text)
+        ranges = tuple(
+            OffsetRange(TopicPartition(topic, int(p)), span[0], span[1])
+            for topic, parts in data["ranges"].items()
+            for p, span in parts.items()
+        )
+        return cls(batch_id, ranges, offsets.from_json(data["positions"]))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    batch_id: int
+    positions: dict[TopicPartition, int]
+    epoch: int
+    owner: uuid.UUID | None
+    code_version: str
+    released: bool
+    planned: Batch | None = None
+    """Batch ``batch_id + 1`` if it was planned but not committed: to be re-executed."""
+
+
+@dataclass
+class CheckpointStore:
+    session: Session
+    keyspace: str
+    pipeline: str
+    code_version: str
+    history_ttl: int = 30 * 24 * 3600
+    owner: uuid.UUID = field(default_factory=uuid.uuid4)
+    commit_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
+    _epoch: int | None = None
+    _batch_id: int = 0
+    _statements: dict[str, PreparedStatement] = field(default_factory=dict)
+
+    # -- schema ----------------------------------------------------------------
+
+    def ensure_schema(
+        self, replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    ) -> None:
+        """Create the keyspace (if missing) and tables, idempotently; refuse a schema
+        written by a newer Sluice."""
+        ks = self.keyspace
+        for cql in schema_statements(ks, replication):
+            self.session.execute(cql, timeout=60)
+        self.session.execute(
+            f"INSERT INTO {ks}.schema_version (component, version) VALUES ('checkpoint', %s)"
+            " IF NOT EXISTS",
+            (SCHEMA_VERSION,),
+        )
+        row = self.session.execute(
+            f"SELECT version FROM {ks}.schema_version WHERE component = 'checkpoint'"
+        ).one()
+        if row.version > SCHEMA_VERSION:
+            raise CheckpointError(
+                f"checkpoint keyspace {ks} has schema version {row.version}; this driver "
+                f"understands up to {SCHEMA_VERSION}: upgrade the job image"
+            )
+        self._prepare()
+
+    # -- the fenced operations ---------------------------------------------------
+
+    def claim(self, epoch: int) -> Checkpoint:
+        """Take the pipeline for ``epoch``; raises :class:`FencedError` if the stored
+        epoch is the same or newer."""
+        now = _now()
+        inserted = self._lwt(
+            "insert",
+            (self.pipeline, ROW_FORMAT, epoch, self.owner, 0, "{}", self.code_version, now),
+        )
+        if not inserted.was_applied:
+            update = self._lwt("claim", (epoch, self.owner, now, self.pipeline, epoch))
+            if not update.was_applied:
+                current = update.one()
+                raise FencedError(
+                    f"pipeline {self.pipeline} is held by epoch {current.epoch} "
+                    f"(this driver has epoch {epoch})"
+                )
+        checkpoint = self.load(serial=True)
+        if checkpoint.owner != self.owner:
+            raise FencedError(f"pipeline {self.pipeline} was claimed by a newer epoch")
+        self._epoch, self._batch_id = epoch, checkpoint.batch_id
+        self.session.execute(
+            self._statements["claim_log"],
+            (self.pipeline, epoch, self.owner, self.code_version, checkpoint.batch_id, now),
+        )
+        return checkpoint
+
+    def plan(self, batch: Batch) -> None:
+        """Write ahead the ranges of the next batch, before reading them."""
+        epoch = self._require_next(batch)
+        params = (batch.batch_id, batch.to_json(), self.pipeline, self.owner, epoch, self._batch_id)
+        try:
+            applied = self._lwt("plan", params).was_applied
+        except UNCERTAIN:
+            current = self.load(serial=True)
+            applied = current.owner == self.owner and current.planned == batch
+        if not applied:
+            self._raise_lost_ownership(batch.batch_id)
+
+    def commit(self, batch: Batch, started_at: datetime) -> None:
+        """Record ``batch`` as done: positions move on, only if we still own the
+        pipeline and ``batch`` follows the last committed batch."""
+        epoch = self._require_next(batch)
+        started = time.perf_counter()
+        params = (
+            batch.batch_id,
+            json.dumps(offsets.to_json(batch.positions)),
+            self.code_version,
+            _now(),
+            self.pipeline,
+            self.owner,
+            epoch,
+            self._batch_id,
+        )
+        try:
+            applied = self._lwt("commit", params).was_applied
+        except UNCERTAIN:
+            current = self.load(serial=True)
+            applied = current.owner == self.owner and current.batch_id == batch.batch_id
+        self.commit_seconds.append(time.perf_counter() - started)
+        if not applied:
+            self._raise_lost_ownership(batch.batch_id)
+        self._batch_id = batch.batch_id
+        self._record(batch, epoch, started_at)
+
+    def release(self) -> bool:
+        """Mark a clean stop; ``False`` if a newer epoch took over meanwhile."""
+        epoch = self._require_claim()
+        result = self._lwt("release", (_now(), self.pipeline, self.owner, epoch))
+        return bool(result.was_applied)
+
+    def load(self, *, serial: bool = False) -> Checkpoint:
+        statement = self._statements["load_serial" if serial else "load"]
+        row = self.session.execute(statement, (self.pipeline,)).one()
+        if row is None:
+            return Checkpoint(0, {}, 0, None, "", released=False)
+        if row.format > ROW_FORMAT:
+            raise CheckpointError(
+                f"checkpoint of {self.pipeline} has row format {row.format}; this driver "
+                f"reads up to {ROW_FORMAT}: upgrade the job image"
+            )
+        return Checkpoint(
+            batch_id=row.batch_id,
+            positions=offsets.from_json(json.loads(row.offsets)),
+            epoch=row.epoch,
+            owner=row.owner,
+            code_version=row.code_version or "",
+            released=bool(row.released),
+            planned=(
+                Batch.from_json(row.planned_id, row.planned)
+                if row.planned and row.planned_id == row.batch_id + 1
+                else None
+            ),
+        )
+
+    def history(self, limit: int = 1000) -> list[Any]:
+        return list(self.session.execute(self._statements["history"], (self.pipeline, limit)))
+
+    # -- internals --------------------------------------------------------------
+
+    def _raise_lost_ownership(self, batch_id: int) -> None:
+        current = self.load(serial=True)
+        if current.owner != self.owner or current.epoch != self._epoch:
+            raise FencedError(
+                f"commit of batch {batch_id} refused: pipeline {self.pipeline} is now held "
+                f"by epoch {current.epoch} (this driver has epoch {self._epoch})"
+            )
+        raise CheckpointError(
+            f"batch {batch_id} not applied: the stored batch id is {current.batch_id}, "
+            f"this driver expected {batch_id - 1} (an uncertain write did not apply)"
+        )
+
+    def _record(self, batch: Batch, epoch: int, started_at: datetime) -> None:
+        self.session.execute(
+            self._statements["history_insert"],
+            (
+                self.pipeline,
+                batch.batch_id,
+                epoch,
+                self.owner,
+                self.code_version,
+                json.dumps(offsets.ranges_json(batch.ranges)),
+                batch.records,
+                started_at,
+                _now(),
+                self.history_ttl,
+            ),
+        )
+
+    def _require_next(self, batch: Batch) -> int:
+        if batch.batch_id != self._batch_id + 1:
+            raise CheckpointError(f"batch {batch.batch_id} does not follow {self._batch_id}")
+        return self._require_claim()
+
+    def _require_claim(self) -> int:
+        if self._epoch is None:
+            raise CheckpointError("claim() must succeed before commit() or release()")
+        return self._epoch
+
+    def _lwt(self, name: str, params: Sequence[object]) -> Any:
+        return self.session.execute(self._statements[name], params)
+
+    def _prepare(self) -> None:
+        for name, cql in statements(self.keyspace).items():
+            self._statements[name] = self.session.prepare(cql)
+        self._statements["load_serial"].consistency_level = ConsistencyLevel.SERIAL
+
+
+def schema_statements(ks: str, replication: str) -> list[str]:
+    return [
+        f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication}",
+        f"CREATE TABLE IF NOT EXISTS {ks}.schema_version (component text PRIMARY KEY, version int)",
+        f"""CREATE TABLE IF NOT EXISTS {ks}.checkpoints (
+            pipeline text PRIMARY KEY, format int, epoch bigint, owner uuid,
+            batch_id bigint, offsets text, code_version text, updated_at timestamp,
+            released boolean, planned_id bigint, planned text)""",
+        f"""CREATE TABLE IF NOT EXISTS {ks}.batches (
+            pipeline text, batch_id bigint, epoch bigint, owner uuid, code_version text,
+            ranges text, records bigint, started_at timestamp, committed_at timestamp,
+            PRIMARY KEY (pipeline, batch_id)) WITH CLUSTERING ORDER BY (batch_id DESC)""",
+        f"""CREATE TABLE IF NOT EXISTS {ks}.claims (
+            pipeline text, epoch bigint, owner uuid, code_version text,
+            batch_id_at_claim bigint, claimed_at timestamp,
+            PRIMARY KEY (pipeline, epoch)) WITH CLUSTERING ORDER BY (epoch DESC)""",
+    ]
+
+
+LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
+    planned FROM {ks}.checkpoints WHERE pipeline = ?"""
+
+
+def statements(ks: str) -> dict[str, str]:
+    return {
+        "insert": f"""INSERT INTO {ks}.checkpoints (pipeline, format, epoch, owner, batch_id,
+            offsets, code_version, updated_at, released) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)
+            IF NOT EXISTS""",
+        "claim": f"""UPDATE {ks}.checkpoints SET epoch = ?, owner = ?, updated_at = ?,
+            released = false WHERE pipeline = ? IF epoch < ?""",
+        "plan": f"""UPDATE {ks}.checkpoints SET planned_id = ?, planned = ?
+            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
+        "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
+            updated_at = ?, planned_id = null, planned = null
+            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
+        "release": f"""UPDATE {ks}.checkpoints SET released = true, updated_at = ?
+            WHERE pipeline = ? IF owner = ? AND epoch = ?""",
+        "load": LOAD.format(ks=ks),
+        "load_serial": LOAD.format(ks=ks),
+        "claim_log": f"""INSERT INTO {ks}.claims (pipeline, epoch, owner, code_version,
+            batch_id_at_claim, claimed_at) VALUES (?, ?, ?, ?, ?, ?)""",
+        "history_insert": f"""INSERT INTO {ks}.batches (pipeline, batch_id, epoch, owner,
+            code_version, ranges, records, started_at, committed_at) VALUES
+            (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
+        "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
+    }
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,119 @@
+"""The driver's configuration: the pipeline spec plus who this driver is.
+
+The operator passes the spec as JSON in ``SLUICE_CONFIG`` and the identity in
+``SLUICE_PIPELINE``, ``SLUICE_NAMESPACE`` and ``SLUICE_EPOCH``; ``--config FILE``
+replaces ``SLUICE_CONFIG`` for local runs. Anything wrong raises
+:class:`ConfigError` whose message names the field, and the driver exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sluice_job.spec import PipelineSpec
+
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the field and what is wrong."""
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    pipeline: str
+    namespace: str
+    epoch: int
+    spec: PipelineSpec
+    code_version: str
+    termination_log: Path
+    metrics_port: int | None
+
+    @property
+    def pipeline_id(self) -> str:
+        """The checkpoint key: unique per pipeline in a cluster."""
+        return f"{self.namespace}/{self.pipeline}"
+
+
+def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfig:
+    """Parse the driver's configuration from ``env`` (and ``config_file``)."""
+    raw = _read_spec(env, config_file)
+    try:
+        spec = PipelineSpec.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(describe(err)) from None
+    return DriverConfig(
+        pipeline=_name(env, "SLUICE_PIPELINE"),
+        namespace=_name(env, "SLUICE_NAMESPACE", default="default"),
+        epoch=_integer(env, "SLUICE_EPOCH", minimum=1),
+        spec=spec,
+        code_version=env.get("SLUICE_CODE_VERSION", spec.image),
+        termination_log=Path(env.get("SLUICE_TERMINATION_LOG", "/dev/termination-log")),
+        metrics_port=_optional_port(env, "SLUICE_METRICS_PORT"),
+    )
+
+
+def describe(err: ValidationError) -> str:
+    """One line per problem, each starting with the dotted camelCase field path."""
+    lines = []
+    for problem in err.errors():
+        field = ".".join(str(part) for part in problem["loc"]) or "spec"
+        lines.append(f"spec.{field}: {problem['msg']}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def _read_spec(env: Mapping[str, str], config_file: Path | None) -> object:
+    if config_file is not None:
+        source, text = f"--config {config_file}", _read_file(config_file)
+    elif "SLUICE_CONFIG" in env:
+        source, text = "SLUICE_CONFIG", env["SLUICE_CONFIG"]
+    else:
+        raise ConfigError("no configuration: set SLUICE_CONFIG to the spec JSON or pass --config")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{source} is not valid JSON: {err}") from None
+
+
+def _read_file(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise ConfigError(f"--config {path}: cannot read ({err.strerror})") from None
+
+
+def _name(env: Mapping[str, str], key: str, default: str | None = None) -> str:
+    value = env.get(key, default)
+    if value is None:
+        raise ConfigError(f"{key} is required (the pipeline's Kubernetes name)")
+    if not NAME.match(value) or len(value) > 63:
+        raise ConfigError(f"{key}={value!r} is not a valid Kubernetes name")
+    return value
+
+
+def _integer(env: Mapping[str, str], key: str, minimum: int) -> int:
+    value = env.get(key)
+    if value is None:
+        raise ConfigError(f"{key} is required")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{key}={value!r} is not an integer") from None
+    if number < minimum:
+        raise ConfigError(f"{key}={number} must be >= {minimum}")
+    return number
+
+
+def _optional_port(env: Mapping[str, str], key: str) -> int | None:
+    if not env.get(key):
+        return None
+    port = _integer(env, key, minimum=1)
+    if port > 65535:
+        raise ConfigError(f"{key}={port} is not a TCP port")
+    return port

@@ -1,0 +1,118 @@
+"""Wiring the driver: real clients into the runner, failures into exit codes.
+
+Everything that talks to Spark, Kafka or Cassandra is created here, once; the loop
+itself lives in ``runner``. Each failure class maps to one exit code and a log line
+naming the dependency or field, see ``exitcodes``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from cassandra.cluster import NoHostAvailable
+
+from sluice_job import logs, spark, transform
+from sluice_job.cassandra_session import Credentials, connect
+from sluice_job.checkpoint import CheckpointError, CheckpointStore, FencedError
+from sluice_job.config import DriverConfig
+from sluice_job.execute import SparkExecutor
+from sluice_job.exitcodes import ExitCode
+from sluice_job.kafka_config import KafkaAccess
+from sluice_job.planner import OffsetOutOfRangeError, Policy
+from sluice_job.runner import Progress, Runner
+from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
+from sluice_job.termination import Termination
+from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
+
+
+def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
+    try:
+        return _run(cfg, stop, progress)
+    except FencedError as err:
+        return _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
+    except transform.EntrypointError as err:
+        return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
+    except (NoHostAvailable, CheckpointError) as err:
+        return _failed(ExitCode.FAILURE, "CassandraUnavailable", err, cfg, progress)
+    except KafkaUnavailableError as err:
+        return _failed(ExitCode.FAILURE, "KafkaUnavailable", err, cfg, progress)
+    except OffsetOutOfRangeError as err:
+        return _failed(ExitCode.FAILURE, "OffsetOutOfRange", err, cfg, progress)
+    except SinkSchemaError as err:
+        return _failed(ExitCode.FAILURE, "SinkSchema", err, cfg, progress)
+    except Exception as err:  # any other failure fails the batch: no commit, exit 1
+        return _failed(ExitCode.FAILURE, "BatchFailed", err, cfg, progress)
+
+
+def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
+    spec, env = cfg.spec, os.environ
+    function = transform.load(spec.transform.entrypoint)
+    checkpoint = spec.checkpoint.cassandra
+    cluster, session = connect(
+        checkpoint.contact_points, Credentials.from_env(env, "SLUICE_CHECKPOINT_CASSANDRA")
+    )
+    store = CheckpointStore(
+        session,
+        checkpoint.keyspace,
+        cfg.pipeline_id,
+        cfg.code_version,
+        history_ttl=checkpoint.history_ttl_seconds,
+    )
+    store.ensure_schema()
+    kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
+    sink = _sink(cfg)
+    session_conf = spark.spark_conf(spec, env, f"sluice-{cfg.namespace}-{cfg.pipeline}")
+    spark_session = spark.session(session_conf)
+    try:
+        runner = Runner(
+            epoch=cfg.epoch,
+            topics=spec.source.kafka.topics,
+            policy=Policy(
+                spec.source.kafka.starting_offsets,
+                spec.source.kafka.on_offset_out_of_range,
+                spec.source.kafka.max_records_per_partition,
+            ),
+            interval=spec.trigger.interval_seconds,
+            store=store,
+            watermarks=WatermarkReader(kafka.librdkafka()),
+            executor=SparkExecutor(
+                spark_session, kafka.java(), function, spec.transform.options, sink
+            ),
+            stop=stop,
+            progress=progress,
+        )
+        runner.run()
+    finally:
+        spark_session.stop()
+        cluster.shutdown()
+    logs.event("stopped cleanly", batch_id=progress.batch_id, records=progress.records)
+    return Termination(
+        ExitCode.CLEAN_STOP,
+        "Stopped",
+        "clean stop",
+        progress.batch_id,
+        cfg.epoch,
+        progress.positions,
+    )
+
+
+def _sink(cfg: DriverConfig) -> CassandraSink:
+    target = cfg.spec.sink.cassandra
+    if target is None:
+        raise SinkSchemaError("sink.datastore is not supported by this driver build yet")
+    return CassandraSink(
+        CassandraTarget(
+            tuple(target.contact_points),
+            target.keyspace,
+            target.table,
+            Credentials.from_env(os.environ, "SLUICE_SINK_CASSANDRA"),
+        )
+    )
+
+
+def _failed(
+    code: ExitCode, reason: str, err: Exception, cfg: DriverConfig, progress: Progress
+) -> Termination:
+    logs.event(reason, level=40, message=str(err), exit_code=int(code), exc_info=err)
+    return Termination(code, reason, str(err), progress.batch_id, cfg.epoch, progress.positions)

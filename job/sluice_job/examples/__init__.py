@@ -1,0 +1,1 @@
+"""Example transforms for the seed scenario: UI interaction events from Kafka."""

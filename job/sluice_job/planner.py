@@ -1,0 +1,94 @@
+"""Batch planning: committed positions + Kafka watermarks -> the next offset ranges.
+
+A purely computational function with no side effects; the runner fetches watermarks
+and the checkpoint, calls :func:`plan`, reads exactly the ranges it returns, and
+commits ``Plan.positions`` after the sink write succeeded. Bounded catch-up lives
+here: every range is capped at ``max_records_per_partition``, so a backlog is drained
+batch by batch, never scheduled at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
+from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
+
+
+class OffsetOutOfRangeError(Exception):
+    """The checkpoint points outside what Kafka still retains, and policy is ``fail``."""
+
+    def __init__(self, tp: TopicPartition, committed: int, marks: Watermarks) -> None:
+        self.tp, self.committed, self.marks = tp, committed, marks
+        super().__init__(
+            f"{tp}: committed offset {committed} is outside the retained range "
+            f"[{marks.low}, {marks.high}) (retention deleted records, or the topic was "
+            "recreated); set source.kafka.onOffsetOutOfRange: earliest to skip to the "
+            "oldest retained record"
+        )
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Records lost to retention between the checkpoint and the oldest retained one."""
+
+    tp: TopicPartition
+    committed: int
+    resumed_at: int
+
+    @property
+    def count(self) -> int:
+        return max(0, self.resumed_at - self.committed)
+
+
+@dataclass(frozen=True)
+class Plan:
+    ranges: tuple[OffsetRange, ...]
+    positions: Mapping[TopicPartition, int]
+    """Positions to commit once the ranges are written: the committed ones, moved on."""
+    skips: tuple[Skip, ...] = field(default=())
+
+    @property
+    def records(self) -> int:
+        return sum(r.count for r in self.ranges)
+
+
+@dataclass(frozen=True)
+class Policy:
+    starting_offsets: StartingOffsets
+    on_out_of_range: OnOffsetOutOfRange
+    max_records_per_partition: int
+
+
+def plan(
+    committed: Positions, watermarks: Mapping[TopicPartition, Watermarks], policy: Policy
+) -> Plan:
+    """Ranges for one batch. Partitions absent from ``watermarks`` keep their
+    committed positions untouched; positions of partitions not in the checkpoint
+    yet start per ``policy.starting_offsets``."""
+    positions = dict(committed)
+    ranges: list[OffsetRange] = []
+    skips: list[Skip] = []
+    for tp, marks in sorted(watermarks.items()):
+        start, skip = _start(tp, committed.get(tp), marks, policy)
+        if skip is not None:
+            skips.append(skip)
+        end = min(marks.high, start + policy.max_records_per_partition)
+        if end > start:
+            ranges.append(OffsetRange(tp, start, end))
+        positions[tp] = end
+    return Plan(ranges=tuple(ranges), positions=positions, skips=tuple(skips))
+
+
+def _start(
+    tp: TopicPartition, committed: int | None, marks: Watermarks, policy: Policy
+) -> tuple[int, Skip | None]:
+    if committed is None:
+        first = marks.low if policy.starting_offsets is StartingOffsets.EARLIEST else marks.high
+        return first, None
+    if marks.low <= committed <= marks.high:
+        return committed, None
+    if policy.on_out_of_range is OnOffsetOutOfRange.FAIL:
+        raise OffsetOutOfRangeError(tp, committed, marks)
+    return marks.low, Skip(tp, committed, marks.low)

@@ -1,0 +1,228 @@
+"""The StreamingPipeline ``spec``: one model shared by the driver and the operator.
+
+This is the single source of truth for what a user writes (DESIGN.md, "What a user
+writes"): the driver parses its configuration with it, the operator validates and
+builds pods from it, and the CRD's schema is generated from it. It depends on
+pydantic only, never on Spark or Kubernetes, so both processes can import it.
+
+Field names are snake_case in Python and camelCase on the wire (``by_alias``).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
+
+
+class Model(BaseModel):
+    """Base: camelCase aliases, unknown fields rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class StartingOffsets(StrEnum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+class OnOffsetOutOfRange(StrEnum):
+    FAIL = "fail"
+    EARLIEST = "earliest"
+
+
+SecretName = Annotated[
+    str, Field(pattern=K8S_NAME, max_length=253, description="Name of a Secret in the namespace.")
+]
+HostPort = Annotated[str, Field(pattern=HOST_PORT, description="host or host:port")]
+
+
+class KafkaSource(Model):
+    """Where records come from: Kafka topics read by explicit offset ranges."""
+
+    bootstrap_servers: str = Field(
+        min_length=1, description="Comma-separated host:port list of Kafka brokers."
+    )
+    topics: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9._-]{1,249}$")]] = Field(
+        min_length=1, max_length=100, description="Topics to read; every partition is read."
+    )
+    starting_offsets: StartingOffsets = Field(
+        default=StartingOffsets.EARLIEST,
+        description="Where a partition without a checkpoint starts: earliest or latest.",
+    )
+    max_records_per_partition: int = Field(
+        default=50_000,
+        ge=1,
+        le=10_000_000,
+        description="Cap on records read per partition in one micro-batch (bounded catch-up).",
+    )
+    on_offset_out_of_range: OnOffsetOutOfRange = Field(
+        default=OnOffsetOutOfRange.FAIL,
+        description=(
+            "When retention deleted records past the checkpoint: fail (stop, nothing is "
+            "skipped silently) or earliest (skip to the oldest record, counted and logged)."
+        ),
+    )
+    credentials_secret: SecretName | None = Field(
+        default=None, description="Secret with SASL keys 'username' and 'password'."
+    )
+
+
+class Source(Model):
+    kafka: KafkaSource = Field(description="Kafka source.")
+
+
+class Transform(Model):
+    """User code: ``module:function(df, options) -> DataFrame``."""
+
+    entrypoint: str = Field(
+        pattern=ENTRYPOINT.pattern,
+        description="Python 'module:function' taking (DataFrame, options) and returning one.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form options passed to the function."
+    )
+
+
+class CassandraSink(Model):
+    contact_points: list[HostPort] = Field(
+        min_length=1, description="Cassandra host[:port] contact points."
+    )
+    keyspace: str = Field(pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", description="Keyspace.")
+    table: str = Field(pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", description="Table.")
+    credentials_secret: SecretName | None = Field(
+        default=None, description="Secret with keys 'username' and 'password'."
+    )
+
+
+class DatastoreSink(Model):
+    project: str = Field(min_length=1, description="Google Cloud project id.")
+    kind: str = Field(min_length=1, description="Entity kind written.")
+    namespace: str | None = Field(default=None, description="Datastore namespace.")
+    credentials_secret: SecretName | None = Field(
+        default=None, description="Secret with key 'credentials.json' (service account)."
+    )
+
+
+class Sink(Model):
+    """Exactly one destination."""
+
+    cassandra: CassandraSink | None = Field(default=None, description="Cassandra table sink.")
+    datastore: DatastoreSink | None = Field(default=None, description="Datastore sink.")
+
+    @model_validator(mode="after")
+    def exactly_one(self) -> Self:
+        if (self.cassandra is None) == (self.datastore is None):
+            raise ValueError("set exactly one of sink.cassandra or sink.datastore")
+        return self
+
+
+class KafkaDeadLetter(Model):
+    topic: str = Field(pattern=r"^[a-zA-Z0-9._-]{1,249}$", description="Dead-letter topic.")
+    bootstrap_servers: str | None = Field(
+        default=None, description="Brokers of the dead-letter topic; default: the source's."
+    )
+
+
+class DeadLetter(Model):
+    kafka: KafkaDeadLetter = Field(description="Rejected records go to this Kafka topic.")
+
+
+class CassandraCheckpoint(Model):
+    contact_points: list[HostPort] = Field(
+        min_length=1, description="Cassandra host[:port] contact points."
+    )
+    keyspace: str = Field(
+        default="sluice",
+        pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$",
+        description="Keyspace of the checkpoint tables (created if missing).",
+    )
+    credentials_secret: SecretName | None = Field(
+        default=None, description="Secret with keys 'username' and 'password'."
+    )
+    history_ttl_seconds: int = Field(
+        default=30 * 24 * 3600, ge=0, description="TTL of batch history rows; 0 keeps them."
+    )
+
+
+class Checkpoint(Model):
+    cassandra: CassandraCheckpoint = Field(description="Checkpoint store.")
+
+
+class Trigger(Model):
+    interval_seconds: float = Field(
+        default=5.0, ge=0.0, le=3600.0, description="Seconds between micro-batch starts."
+    )
+
+
+class Resources(Model):
+    cores: int = Field(default=1, ge=1, le=64, description="CPU cores.")
+    memory: str = Field(default="2g", pattern=MEMORY, description="JVM memory, e.g. 2g.")
+
+
+class Executors(Resources):
+    instances: int = Field(default=2, ge=0, le=1000, description="Executor pods.")
+
+
+class Spark(Model):
+    driver: Resources = Field(default_factory=Resources, description="Driver resources.")
+    executors: Executors = Field(default_factory=Executors, description="Executor resources.")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
+
+
+class Upgrade(Model):
+    stop_timeout_seconds: int = Field(
+        default=120, ge=5, le=3600, description="Time a driver has to finish its batch on stop."
+    )
+
+
+class Failover(Model):
+    node_lost_seconds: int = Field(
+        default=45, ge=5, le=3600, description="Node unreachable this long: start elsewhere."
+    )
+
+
+class Restart(Model):
+    backoff_seconds: int = Field(default=10, ge=0, le=3600, description="First restart delay.")
+    max_backoff_seconds: int = Field(
+        default=300, ge=0, le=86400, description="Cap of the exponential restart delay."
+    )
+    max_failures: int = Field(
+        default=5, ge=1, le=1000, description="Failures in a row before the pipeline is Failed."
+    )
+
+
+class PipelineSpec(Model):
+    """``spec`` of a StreamingPipeline."""
+
+    image: str = Field(min_length=1, description="Job image; changing it is a code upgrade.")
+    source: Source = Field(description="Where records come from.")
+    transform: Transform = Field(description="User transformation.")
+    sink: Sink = Field(description="Where results go (exactly one of cassandra, datastore).")
+    dead_letter: DeadLetter | None = Field(
+        default=None, description="Where records the transform rejects go."
+    )
+    checkpoint: Checkpoint = Field(description="Where offsets are committed.")
+    trigger: Trigger = Field(default_factory=Trigger, description="Micro-batch timing.")
+    spark: Spark = Field(default_factory=Spark, description="Spark resources and configuration.")
+    upgrade: Upgrade = Field(default_factory=Upgrade, description="Clean-stop upgrades.")
+    failover: Failover = Field(default_factory=Failover, description="Node-loss failover.")
+    restart: Restart = Field(default_factory=Restart, description="Restart backoff.")
+    suspend: bool = Field(default=False, description="Stop the driver cleanly and stay stopped.")
+
+    @field_validator("image")
+    @classmethod
+    def no_whitespace(cls, value: str) -> str:
+        if value.strip() != value or " " in value:
+            raise ValueError("image must not contain whitespace")
+        return value

@@ -1,0 +1,118 @@
+"""Properties of batch planning: no gap, no overlap, capped, complete."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice_job.offsets import TopicPartition, Watermarks
+from sluice_job.planner import OffsetOutOfRangeError, Policy, plan
+from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
+
+pytestmark = pytest.mark.unit
+
+TPS = st.builds(TopicPartition, st.sampled_from(["a", "b"]), st.integers(0, 5))
+
+
+@st.composite
+def partition_state(draw: st.DrawFn) -> tuple[Watermarks, int | None]:
+    low = draw(st.integers(0, 10_000))
+    high = draw(st.integers(low, low + 10_000))
+    committed = draw(st.none() | st.integers(low, high))
+    return Watermarks(low, high), committed
+
+
+@st.composite
+def cluster(draw: st.DrawFn) -> tuple[dict[TopicPartition, Watermarks], dict[TopicPartition, int]]:
+    states = draw(st.dictionaries(TPS, partition_state(), min_size=1, max_size=8))
+    marks = {tp: m for tp, (m, _) in states.items()}
+    committed = {tp: c for tp, (_, c) in states.items() if c is not None}
+    return marks, committed
+
+
+def policy(cap: int, starting: StartingOffsets = StartingOffsets.EARLIEST) -> Policy:
+    return Policy(starting, OnOffsetOutOfRange.FAIL, cap)
+
+
+@given(cluster(), st.integers(1, 3_000), st.sampled_from(list(StartingOffsets)))
+def test_ranges_start_at_checkpoint_and_respect_cap_and_watermarks(
+    state: tuple[dict[TopicPartition, Watermarks], dict[TopicPartition, int]],
+    cap: int,
+    starting: StartingOffsets,
+) -> None:
+    marks, committed = state
+    result = plan(committed, marks, policy(cap, starting))
+    for item in result.ranges:
+        expected_start = committed.get(
+            item.tp,
+            marks[item.tp].low if starting is StartingOffsets.EARLIEST else marks[item.tp].high,
+        )
+        assert item.start == expected_start
+        assert marks[item.tp].low <= item.start < item.end <= marks[item.tp].high
+        assert item.count <= cap
+        assert result.positions[item.tp] == item.end
+
+
+@given(cluster(), st.integers(1, 3_000))
+def test_repeated_batches_read_every_offset_exactly_once(
+    state: tuple[dict[TopicPartition, Watermarks], dict[TopicPartition, int]], cap: int
+) -> None:
+    marks, committed = state
+    positions: dict[TopicPartition, int] = dict(committed)
+    read: dict[TopicPartition, list[tuple[int, int]]] = {tp: [] for tp in marks}
+    for _ in range(10_000 // cap + 2):
+        result = plan(positions, marks, policy(cap))
+        for item in result.ranges:
+            read[item.tp].append((item.start, item.end))
+        positions = dict(result.positions)
+        if not result.ranges:
+            break
+    for tp, spans in read.items():
+        first = committed.get(tp, marks[tp].low)
+        covered = [o for start, end in spans for o in range(start, end)]
+        assert covered == list(range(first, marks[tp].high))
+        assert positions[tp] == marks[tp].high
+
+
+@given(cluster())
+def test_nothing_new_means_no_batch(
+    state: tuple[dict[TopicPartition, Watermarks], dict[TopicPartition, int]],
+) -> None:
+    marks, _ = state
+    at_end = {tp: m.high for tp, m in marks.items()}
+    result = plan(at_end, marks, policy(100))
+    assert result.ranges == ()
+    assert result.positions == at_end
+
+
+def test_partition_outside_the_watermarks_keeps_its_position() -> None:
+    gone = TopicPartition("old", 0)
+    result = plan({gone: 7}, {TopicPartition("new", 0): Watermarks(0, 3)}, policy(10))
+    assert result.positions[gone] == 7
+
+
+@given(st.integers(1, 1_000), st.integers(1, 1_000))
+def test_retention_past_checkpoint_fails_by_default(committed: int, lost: int) -> None:
+    tp = TopicPartition("events", 3)
+    marks = Watermarks(committed + lost, committed + lost + 5)
+    with pytest.raises(OffsetOutOfRangeError, match="events/3") as err:
+        plan({tp: committed}, {tp: marks}, policy(10))
+    assert str(committed) in str(err.value)
+
+
+@given(st.integers(1, 1_000), st.integers(1, 1_000))
+def test_retention_past_checkpoint_skips_when_asked(committed: int, lost: int) -> None:
+    tp = TopicPartition("events", 3)
+    marks = Watermarks(committed + lost, committed + lost + 5)
+    skipping = Policy(StartingOffsets.EARLIEST, OnOffsetOutOfRange.EARLIEST, 10)
+    result = plan({tp: committed}, {tp: marks}, skipping)
+    assert [s.count for s in result.skips] == [lost]
+    assert result.ranges[0].start == marks.low
+
+
+def test_latest_starts_new_partitions_at_the_end_and_records_it() -> None:
+    tp = TopicPartition("events", 0)
+    result = plan({}, {tp: Watermarks(0, 500)}, policy(10, StartingOffsets.LATEST))
+    assert result.ranges == ()
+    assert result.positions == {tp: 500}
