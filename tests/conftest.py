@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,71 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{prefix}-{test}-{uuid.uuid4().hex[:6]}".strip("-")
 
     return make
+
+
+# -- Kafka -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack: Layout) -> str:
+    from sluice_dev.servers import kafka
+
+    return kafka.BOOTSTRAP
+
+
+@pytest.fixture
+def kafka_topic(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., str]]:
+    """Factory: ``kafka_topic(partitions=4)`` creates a fresh topic and returns its name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created: list[str] = []
+
+    def make(partitions: int = 4, **config: str) -> str:
+        name = unique_name("t")
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
+        )
+        futures[name].result(timeout=30)
+        created.append(name)
+        return name
+
+    yield make
+    if created:
+        for future in admin.delete_topics(created).values():
+            future.result(timeout=30)
+
+
+# -- Cassandra ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cassandra_contact(stack: Layout) -> str:
+    from sluice_dev import ports
+
+    return f"{ports.HOST}:{ports.CASSANDRA_NATIVE}"
+
+
+@pytest.fixture(scope="session")
+def cassandra(cassandra_contact: str) -> Iterator[Any]:
+    """A session to the stack's Cassandra node (cassandra-driver)."""
+    from sluice_job.cassandra_session import connect
+
+    cluster, session = connect([cassandra_contact], None, timeout=30)
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture
+def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A fresh keyspace (SimpleStrategy, RF 1), dropped after the test."""
+    name = unique_name("ks").replace("-", "_")[:48]
+    cassandra.execute(
+        f"CREATE KEYSPACE {name} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        timeout=60,
+    )
+    yield name
+    cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)

@@ -56,7 +56,9 @@ def with_requirements(names: Iterable[str] | None) -> list[Server]:
     return [s for s in registry.SERVERS if s.name in wanted]
 
 
-def provision(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> list[Outcome]:
+def provision(
+    layout: Layout, names: Iterable[str] | None = None, say: Say = print
+) -> list[Outcome]:
     """Build or fetch every artifact (or the named ones); prints one line each."""
     chosen = list(names) if names else [a.name for a in registry.ARTIFACTS]
     outcomes = []
