@@ -8,6 +8,7 @@ naming the dependency or field, see ``exitcodes``.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from cassandra.cluster import NoHostAvailable
@@ -62,7 +63,12 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     store.ensure_schema()
     kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
     sink = _sink(cfg)
-    session_conf = spark.spark_conf(spec, env, f"sluice-{cfg.namespace}-{cfg.pipeline}")
+    session_conf = spark.spark_conf(
+        spec,
+        env,
+        f"sluice-{cfg.namespace}-{cfg.pipeline}",
+        env.get("PYSPARK_PYTHON", sys.executable),
+    )
     spark_session = spark.session(session_conf)
     try:
         runner = Runner(

@@ -4,11 +4,13 @@ Defaults (each can be overridden by ``spec.spark.conf``): no locality wait (batc
 are short, waiting for a local slot costs more than reading remotely), shuffle
 partitions sized to the cores instead of 200, the UI off unless asked for. The
 Kafka connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths); the
-master from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``).
+master from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``). Python
+workers run the driver's own interpreter.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -16,8 +18,11 @@ from pyspark.sql import SparkSession
 from sluice_job.spec import PipelineSpec
 
 
-def spark_conf(spec: PipelineSpec, env: Mapping[str, str], app_name: str) -> dict[str, str]:
-    """The session's configuration (a pure function)."""
+def spark_conf(
+    spec: PipelineSpec, env: Mapping[str, str], app_name: str, python: str
+) -> dict[str, str]:
+    """The session's configuration (a pure function); ``python`` runs the Python
+    workers, so they import the same packages (and the user's code) as the driver."""
     cores = spec.spark.driver.cores
     master = env.get("SLUICE_SPARK_MASTER", f"local[{cores}]")
     parallelism = (
@@ -36,8 +41,10 @@ def spark_conf(spec: PipelineSpec, env: Mapping[str, str], app_name: str) -> dic
         "spark.sql.shuffle.partitions": str(max(1, parallelism)),
         "spark.default.parallelism": str(max(1, parallelism)),
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
+        "spark.pyspark.python": python,
     }
     jars = env.get("SLUICE_SPARK_JARS")
     if jars:
@@ -47,6 +54,8 @@ def spark_conf(spec: PipelineSpec, env: Mapping[str, str], app_name: str) -> dic
 
 
 def session(conf: Mapping[str, str]) -> SparkSession:
+    # PySpark picks the worker interpreter from the environment, not from the conf.
+    os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
