@@ -17,7 +17,10 @@ from it. Every write to that row is a lightweight transaction (Paxos):
 An LWT is never retried after a timeout: a retried compare-and-set can apply twice.
 The outcome of a timed-out commit is resolved by a SERIAL read, which also finishes
 any Paxos round still in flight. Applied commits are recorded in a batch history
-table (the audit trail), and each successful claim in a claims table.
+table (the audit trail), and each successful claim in a claims table. The history
+row is written just after the commit; the checkpoint row also keeps the last
+batch's ranges, so a driver that died in between has its row written by the next
+driver's claim.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from cassandra import ConsistencyLevel, OperationTimedOut, WriteTimeout
 from cassandra.cluster import NoHostAvailable, Session
 from cassandra.query import PreparedStatement
 
-from sluice_job import offsets
+from sluice_job import failpoints, offsets
 from sluice_job.offsets import OffsetRange, TopicPartition
 
 SCHEMA_VERSION: Final = 1
@@ -137,6 +140,7 @@ class CheckpointStore:
     def claim(self, epoch: int) -> Checkpoint:
         """Take the pipeline for ``epoch``; raises :class:`FencedError` if the stored
         epoch is the same or newer."""
+        self._backfill_history()
         now = _now()
         inserted = self._lwt(
             "insert",
@@ -182,6 +186,9 @@ class CheckpointStore:
             json.dumps(offsets.to_json(batch.positions)),
             self.code_version,
             _now(),
+            json.dumps(offsets.ranges_json(batch.ranges)),
+            batch.records,
+            started_at,
             self.pipeline,
             self.owner,
             epoch,
@@ -196,7 +203,16 @@ class CheckpointStore:
         if not applied:
             self._raise_lost_ownership(batch.batch_id)
         self._batch_id = batch.batch_id
-        self._record(batch, epoch, started_at)
+        failpoints.phase("after_commit", batch.batch_id)
+        self._record(
+            batch.batch_id,
+            epoch,
+            self.owner,
+            self.code_version,
+            json.dumps(offsets.ranges_json(batch.ranges)),
+            batch.records,
+            started_at,
+        )
 
     def release(self) -> bool:
         """Mark a clean stop; ``False`` if a newer epoch took over meanwhile."""
@@ -245,21 +261,51 @@ class CheckpointStore:
             f"this driver expected {batch_id - 1} (an uncertain write did not apply)"
         )
 
-    def _record(self, batch: Batch, epoch: int, started_at: datetime) -> None:
+    def _record(
+        self,
+        batch_id: int,
+        epoch: int,
+        owner: uuid.UUID,
+        code_version: str,
+        ranges: str,
+        records: int,
+        started_at: datetime,
+        committed_at: datetime | None = None,
+    ) -> None:
         self.session.execute(
             self._statements["history_insert"],
             (
                 self.pipeline,
-                batch.batch_id,
+                batch_id,
                 epoch,
-                self.owner,
-                self.code_version,
-                json.dumps(offsets.ranges_json(batch.ranges)),
-                batch.records,
+                owner,
+                code_version,
+                ranges,
+                records,
                 started_at,
-                _now(),
+                committed_at or _now(),
                 self.history_ttl,
             ),
+        )
+
+    def _backfill_history(self) -> None:
+        """Write the history row of the last committed batch if its driver died
+        between commit and history write (idempotent)."""
+        row = self.session.execute(self._statements["last_batch"], (self.pipeline,)).one()
+        if row is None or not row.batch_id or row.last_ranges is None:
+            return
+        latest = self.session.execute(self._statements["history"], (self.pipeline, 1)).one()
+        if latest is not None and latest.batch_id >= row.batch_id:
+            return
+        self._record(
+            row.batch_id,
+            row.epoch,
+            row.owner,
+            row.code_version or "",
+            row.last_ranges,
+            row.last_records or 0,
+            row.last_started_at,
+            row.updated_at,
         )
 
     def _require_next(self, batch: Batch) -> int:
@@ -288,7 +334,8 @@ def schema_statements(ks: str, replication: str) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS {ks}.checkpoints (
             pipeline text PRIMARY KEY, format int, epoch bigint, owner uuid,
             batch_id bigint, offsets text, code_version text, updated_at timestamp,
-            released boolean, planned_id bigint, planned text)""",
+            released boolean, planned_id bigint, planned text, last_ranges text,
+            last_records bigint, last_started_at timestamp)""",
         f"""CREATE TABLE IF NOT EXISTS {ks}.batches (
             pipeline text, batch_id bigint, epoch bigint, owner uuid, code_version text,
             ranges text, records bigint, started_at timestamp, committed_at timestamp,
@@ -314,7 +361,8 @@ def statements(ks: str) -> dict[str, str]:
         "plan": f"""UPDATE {ks}.checkpoints SET planned_id = ?, planned = ?
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
-            updated_at = ?, planned_id = null, planned = null
+            updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
+            planned_id = null, planned = null
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "release": f"""UPDATE {ks}.checkpoints SET released = true, updated_at = ?
             WHERE pipeline = ? IF owner = ? AND epoch = ?""",
@@ -326,6 +374,8 @@ def statements(ks: str) -> dict[str, str]:
             code_version, ranges, records, started_at, committed_at) VALUES
             (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
         "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
+        "last_batch": f"""SELECT batch_id, epoch, owner, code_version, updated_at, last_ranges,
+            last_records, last_started_at FROM {ks}.checkpoints WHERE pipeline = ?""",
     }
 
 

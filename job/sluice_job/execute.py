@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from sluice_job import reader
+from sluice_job import failpoints, reader
 from sluice_job.checkpoint import Batch
 from sluice_job.runner import PhaseTimes
 from sluice_job.transform import TransformFn
@@ -35,6 +35,7 @@ class SparkExecutor:
     sink: Sink
 
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
+        failpoints.phase("read", batch.batch_id)
         started = time.perf_counter()
         records = reader.read(self.spark, self.kafka_config, batch.ranges, batch.batch_id)
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
@@ -45,6 +46,7 @@ class SparkExecutor:
             try:
                 rows_out = output.count()
                 transform_done = time.perf_counter()
+                failpoints.phase("write", batch.batch_id)
                 self.sink.write(output, write_version(batch.batch_id, epoch))
             finally:
                 output.unpersist()

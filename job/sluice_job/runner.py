@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sluice_job import logs, offsets
+from sluice_job import failpoints, logs, offsets
 from sluice_job.checkpoint import Batch, Checkpoint
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, plan
@@ -111,9 +111,12 @@ class Runner:
         if batch.ranges and not planned_ahead:
             self.store.plan(batch)
         times = self.executor.execute(batch, self.epoch) if batch.ranges else None
+        failpoints.phase("after_write", batch.batch_id)
+        failpoints.phase("commit", batch.batch_id)
         commit_started = time.perf_counter()
         self.store.commit(batch, started_at)
         commit = time.perf_counter() - commit_started
+        failpoints.phase("after_commit", batch.batch_id)
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
         self.progress.batches += 1
         self.progress.records += batch.records
