@@ -1,8 +1,9 @@
 """Shared fixtures: the local stack, brought up once per test run, and per-test
 isolation (a fresh Kafka topic, Cassandra keyspace or Kubernetes namespace each).
 
-If a stack is already up (say, left running by ``make demo``), the run reuses it and
-leaves it running; otherwise the run starts one and stops it at the end.
+Servers start on first use, so ``pytest -m unit`` starts none and a Kafka test
+starts only Kafka. Servers already up (say, left running by ``make demo``) are
+reused and left running; those the run started are stopped at its end.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sluice_dev import registry
 from sluice_dev import stack as local_stack
 from sluice_dev.paths import Layout
 
@@ -23,15 +26,39 @@ def layout() -> Layout:
     return Layout.from_env()
 
 
+class StackServers:
+    """Starts servers of the local stack on first use, once per test run, and stops
+    at the end exactly those it started (a stack left up by ``make demo`` stays up)."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.started: set[str] = set()
+
+    def ensure(self, *names: str) -> Layout:
+        wanted = local_stack.with_requirements(names)
+        down = [s.name for s in wanted if not local_stack.health(s, self.layout).healthy]
+        if down:
+            local_stack.up(self.layout, down, say=lambda _line: None)
+            self.started.update(down)
+        return self.layout
+
+    def stop_started(self) -> None:
+        for server in reversed(local_stack.with_requirements(self.started)):
+            if server.name in self.started:
+                local_stack.stop(self.layout, server.name)
+
+
 @pytest.fixture(scope="session")
-def stack(layout: Layout) -> Iterator[Layout]:
+def servers(layout: Layout) -> Iterator[StackServers]:
+    manager = StackServers(layout)
+    yield manager
+    manager.stop_started()
+
+
+@pytest.fixture(scope="session")
+def stack(servers: StackServers) -> Layout:
     """Every server of the local stack, healthy."""
-    already_up = all(state.healthy for state in local_stack.status(layout))
-    if not already_up:
-        local_stack.up(layout)
-    yield layout
-    if not already_up:
-        local_stack.down(layout)
+    return servers.ensure(*(s.name for s in registry.SERVERS))
 
 
 @pytest.fixture
@@ -50,9 +77,10 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(stack: Layout) -> str:
+def kafka_bootstrap(servers: StackServers) -> str:
     from sluice_dev.servers import kafka
 
+    servers.ensure(kafka.NAME)
     return kafka.BOOTSTRAP
 
 
@@ -85,9 +113,10 @@ def kafka_topic(
 
 
 @pytest.fixture(scope="session")
-def cassandra_contact(stack: Layout) -> str:
+def cassandra_contact(servers: StackServers) -> str:
     from sluice_dev import ports
 
+    servers.ensure("cassandra")
     return f"{ports.HOST}:{ports.CASSANDRA_NATIVE}"
 
 
@@ -112,3 +141,36 @@ def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Ite
     )
     yield name
     cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
+# -- the driver --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_jars(layout: Layout) -> tuple[Path, ...]:
+    from sluice_dev import stack as provisioning
+    from sluice_dev.servers.spark import NAME, spark_jars
+
+    provisioning.provision(layout, [NAME], say=lambda _line: None)
+    return tuple(spark_jars(layout))
+
+
+@pytest.fixture
+def events_table(cassandra: Any, cassandra_keyspace: str) -> str:
+    """The tagged events table in the test's keyspace; returns the keyspace."""
+    from tests.support.transforms import EVENTS_TABLE
+
+    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    return cassandra_keyspace
+
+
+@pytest.fixture
+def driver(
+    tmp_path: Path, spark_jars: tuple[Path, ...], unique_name: Callable[[str], str]
+) -> Iterator[Any]:
+    """Starts real driver processes for one pipeline; kills leftovers afterwards."""
+    from tests.support.driver import Driver
+
+    harness = Driver(tmp_path, unique_name("p")[:50], spark_jars=spark_jars)
+    yield harness
+    harness.stop_all()

@@ -86,13 +86,20 @@ def up(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> 
     _Starter(layout, servers, say).run()
 
 
+def stop(layout: Layout, name: str) -> None:
+    """Stop one server (not what requires it)."""
+    server = registry.server(name)
+    pid = procs.read_pid(layout.pidfile(name))
+    if pid:
+        procs.terminate([pid], grace=server.stop_grace)
+    layout.pidfile(name).unlink(missing_ok=True)
+
+
 def down(layout: Layout, say: Say = print, *, purge: bool = False) -> None:
     for server in reversed(registry.SERVERS):
-        pid = procs.read_pid(layout.pidfile(server.name))
-        if pid:
-            procs.terminate([pid], grace=server.stop_grace)
+        if procs.read_pid(layout.pidfile(server.name)):
+            stop(layout, server.name)
             say(f"{server.name:<26} stopped")
-        layout.pidfile(server.name).unlink(missing_ok=True)
     leftovers = list(procs.marked_pids(layout.stack))
     if leftovers:
         procs.terminate(leftovers, grace=5)

@@ -1,0 +1,175 @@
+"""Running the real driver (``python -m sluice_job``) as a child process in tests.
+
+Each run gets its own log and termination file; its JSON log lines are parsed so a
+test can wait for a phase of a batch and kill the driver inside it. Resident
+memory of the whole process tree (Python and the Spark JVM) is sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice_dev.paths import REPO_ROOT
+from tests.support.waiting import wait_for
+
+Event = dict[str, Any]
+
+
+@dataclass
+class DriverRun:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    termination: Path
+    peak_rss: int = 0
+    _sampler: threading.Thread | None = None
+
+    def events(self) -> list[Event]:
+        result = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    result.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return result
+
+    def batches(self) -> list[Event]:
+        return [e for e in self.events() if e.get("event") == "batch"]
+
+    def wait_event(self, match: Callable[[Event], bool], *, timeout: float, what: str) -> Event:
+        def found() -> Event | None:
+            if self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"driver exited {self.proc.returncode} before {what}:\n{tail}")
+            return next((e for e in self.events() if match(e)), None)
+
+        return wait_for(found, timeout=timeout, what=what)
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def message(self) -> dict[str, Any]:
+        return dict(json.loads(self.termination.read_text()))
+
+    def start_sampling(self) -> None:
+        def sample() -> None:
+            while self.proc.poll() is None:
+                self.peak_rss = max(self.peak_rss, tree_rss(self.proc.pid))
+                threading.Event().wait(0.5)
+
+        self._sampler = threading.Thread(target=sample, daemon=True)
+        self._sampler.start()
+
+
+@dataclass
+class Driver:
+    """Starts driver processes of one pipeline; numbered runs keep their own logs."""
+
+    workdir: Path
+    pipeline: str
+    namespace: str = "tests"
+    spark_jars: tuple[Path, ...] = ()
+    runs: list[DriverRun] = field(default_factory=list)
+
+    def start(
+        self,
+        spec: Mapping[str, Any],
+        epoch: int,
+        *,
+        failpoints: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> DriverRun:
+        n = len(self.runs) + 1
+        log = self.workdir / f"driver-{n}.log"
+        termination = self.workdir / f"termination-{n}.json"
+        child_env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+            "SLUICE_CONFIG": json.dumps(spec),
+            "SLUICE_PIPELINE": self.pipeline,
+            "SLUICE_NAMESPACE": self.namespace,
+            "SLUICE_EPOCH": str(epoch),
+            "SLUICE_TERMINATION_LOG": str(termination),
+            "SLUICE_SPARK_JARS": ",".join(str(j) for j in self.spark_jars),
+            "SLUICE_FAILPOINTS": failpoints,
+            **(env or {}),
+        }
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "sluice_job"],
+                env=child_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+            )
+        run = DriverRun(proc, log, termination)
+        run.start_sampling()
+        self.runs.append(run)
+        return run
+
+    def stop_all(self) -> None:
+        for run in self.runs:
+            if run.proc.poll() is None:
+                run.kill()
+                run.wait(30)
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+        todo.extend(int(c) for c in children)
+    return total
+
+
+def spec(
+    *,
+    bootstrap: str,
+    topic: str,
+    contact: str,
+    keyspace: str,
+    table: str = "events",
+    entrypoint: str = "tests.support.transforms:tagged",
+    options: Mapping[str, Any] | None = None,
+    cap: int = 10_000,
+    interval: float = 0.2,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A pipeline spec for the local stack (camelCase, as users write it)."""
+    return {
+        "image": "local/test",
+        "source": {
+            "kafka": {
+                "bootstrapServers": bootstrap,
+                "topics": [topic],
+                "maxRecordsPerPartition": cap,
+            }
+        },
+        "transform": {"entrypoint": entrypoint, "options": dict(options or {"tag": "v1"})},
+        "sink": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": table}},
+        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
+        "trigger": {"intervalSeconds": interval},
+        "spark": {"driver": {"cores": 2, "memory": "1g"}},
+        **extra,
+    }

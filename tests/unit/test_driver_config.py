@@ -1,0 +1,121 @@
+"""Bad configuration: the driver process exits 2 and names the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_dev.paths import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+VALID: dict[str, Any] = {
+    "image": "local/test",
+    "source": {"kafka": {"bootstrapServers": "127.0.0.1:1", "topics": ["t"]}},
+    "transform": {"entrypoint": "sluice_job.examples.events:transform"},
+    "sink": {"cassandra": {"contactPoints": ["127.0.0.1:1"], "keyspace": "k", "table": "t"}},
+    "checkpoint": {"cassandra": {"contactPoints": ["127.0.0.1:1"]}},
+}
+
+
+def with_change(path: str, value: Any) -> dict[str, Any]:
+    spec = json.loads(json.dumps(VALID))
+    *parents, last = path.split(".")
+    node = spec
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return spec
+
+
+CASES = [
+    ("topics empty", with_change("source.kafka.topics", []), "spec.source.kafka.topics"),
+    (
+        "cap zero",
+        with_change("source.kafka.maxRecordsPerPartition", 0),
+        "spec.source.kafka.maxRecordsPerPartition",
+    ),
+    (
+        "unknown policy",
+        with_change("source.kafka.onOffsetOutOfRange", "sometimes"),
+        "spec.source.kafka.onOffsetOutOfRange",
+    ),
+    (
+        "two sinks",
+        with_change("sink.datastore", {"project": "p", "kind": "k"}),
+        "exactly one of sink.cassandra or sink.datastore",
+    ),
+    ("no sink", with_change("sink", {}), "exactly one of sink.cassandra or sink.datastore"),
+    ("typo", {**VALID, "sourc": {}}, "spec.sourc"),
+    (
+        "entrypoint shape",
+        with_change("transform.entrypoint", "nocolon"),
+        "spec.transform.entrypoint",
+    ),
+    (
+        "entrypoint missing",
+        with_change("transform.entrypoint", "no_such_module:f"),
+        "spec.transform.entrypoint",
+    ),
+    ("memory", with_change("spark.driver", {"memory": "lots"}), "spec.spark.driver.memory"),
+    ("image", with_change("image", ""), "spec.image"),
+]
+
+
+def run_driver(tmp_path: Path, env: dict[str, str]) -> tuple[int, str, dict[str, Any]]:
+    termination = tmp_path / "termination.json"
+    child_env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO_ROOT),
+        "SLUICE_TERMINATION_LOG": str(termination),
+        **env,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice_job"],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    message = json.loads(termination.read_text()) if termination.exists() else {}
+    return proc.returncode, proc.stderr, message
+
+
+@pytest.mark.parametrize(("case", "spec", "field"), CASES, ids=[c[0] for c in CASES])
+def test_invalid_spec_exits_2_naming_the_field(
+    tmp_path: Path, case: str, spec: dict[str, Any], field: str
+) -> None:
+    identity = {"SLUICE_PIPELINE": "p", "SLUICE_NAMESPACE": "ns", "SLUICE_EPOCH": "1"}
+    code, stderr, message = run_driver(tmp_path, {"SLUICE_CONFIG": json.dumps(spec), **identity})
+    assert code == 2, stderr[-2000:]
+    assert field in message["message"]
+    assert message["reason"] == "InvalidConfig"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({}, "SLUICE_CONFIG"),
+        ({"SLUICE_CONFIG": "{not json"}, "SLUICE_CONFIG is not valid JSON"),
+        ({"SLUICE_CONFIG": json.dumps(VALID), "SLUICE_PIPELINE": "p"}, "SLUICE_EPOCH"),
+        (
+            {"SLUICE_CONFIG": json.dumps(VALID), "SLUICE_PIPELINE": "p", "SLUICE_EPOCH": "zero"},
+            "SLUICE_EPOCH",
+        ),
+        ({"SLUICE_CONFIG": json.dumps(VALID), "SLUICE_EPOCH": "1"}, "SLUICE_PIPELINE"),
+    ],
+    ids=["no config", "not json", "no epoch", "epoch not a number", "no pipeline name"],
+)
+def test_invalid_environment_exits_2_naming_the_variable(
+    tmp_path: Path, env: dict[str, str], named: str
+) -> None:
+    code, stderr, message = run_driver(tmp_path, env)
+    assert code == 2, stderr[-2000:]
+    assert named in message["message"]
