@@ -35,7 +35,9 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except transform.EntrypointError as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
-        return _failed(ExitCode.FAILURE, "CassandraUnavailable", err, cfg, progress)
+        points = ", ".join(cfg.spec.checkpoint.cassandra.contact_points)
+        named = RuntimeError(f"Cassandra checkpoint store at {points}: {err}")
+        return _failed(ExitCode.FAILURE, "CassandraUnavailable", named, cfg, progress)
     except KafkaUnavailableError as err:
         return _failed(ExitCode.FAILURE, "KafkaUnavailable", err, cfg, progress)
     except OffsetOutOfRangeError as err:

@@ -57,6 +57,10 @@ class DriverRun:
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
         self.proc.send_signal(sig)
 
+    def signal_tree(self, sig: signal.Signals) -> None:
+        """Signal the driver and everything it started (the Spark JVM, Python workers)."""
+        os.killpg(self.proc.pid, sig)
+
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout)
 
@@ -113,6 +117,7 @@ class Driver:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                start_new_session=True,
             )
         run = DriverRun(proc, log, termination)
         run.start_sampling()
@@ -122,7 +127,8 @@ class Driver:
     def stop_all(self) -> None:
         for run in self.runs:
             if run.proc.poll() is None:
-                run.kill()
+                run.signal_tree(signal.SIGCONT)
+                run.signal_tree(signal.SIGKILL)
                 run.wait(30)
 
 

@@ -18,3 +18,8 @@ EVENTS_TABLE = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq
 
 def tagged(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
     return clean(records).drop("batch_id").withColumn("tag", F.lit(str(options["tag"])))
+
+
+def tagged_v2(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+    """A second code version: actions upper-cased, so its rows differ visibly."""
+    return tagged(records, options).withColumn("action", F.upper(F.col("action")))

@@ -1,0 +1,192 @@
+"""Clean-stop upgrades, bounded catch-up after an outage, and a checkpoint store
+that goes away mid-batch."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+import pytest
+
+from sluice_dev import stack as local_stack
+from sluice_dev.events import EventFactory
+from sluice_dev.produce import produce
+from tests.support import state
+from tests.support.driver import Driver, spec
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+def pipeline_id(driver: Driver) -> str:
+    return f"{driver.namespace}/{driver.pipeline}"
+
+
+def first_starts(batch_event: dict[str, Any]) -> dict[int, int]:
+    return {
+        int(p): span[0] for parts in batch_event["ranges"].values() for p, span in parts.items()
+    }
+
+
+def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+) -> None:
+    records, cap = 24_000, 1_000
+    topic = kafka_topic(partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=5))
+    common = {
+        "bootstrap": kafka_bootstrap,
+        "topic": topic,
+        "contact": cassandra_contact,
+        "keyspace": events_table,
+        "cap": cap,
+    }
+    v1 = driver.start(spec(**common, options={"tag": "v1"}), epoch=1, failpoints="after_write=2")
+    in_flight = v1.wait_event(
+        lambda e: e.get("event") == "phase" and e["phase"] == "after_write" and e["batch_id"] >= 2,
+        timeout=240,
+        what="v1 between write and commit",
+    )["batch_id"]
+    v1.kill(signal.SIGTERM)
+    assert v1.wait(120) == 0
+    message = v1.message()
+    assert message["reason"] == "Stopped"
+    assert message["lastBatchId"] == in_flight  # the batch in flight was finished
+    stopped_at = {int(p): o for parts in message["offsets"].values() for p, o in parts.items()}
+    assert stopped_at == state.committed(cassandra, events_table, pipeline_id(driver))
+
+    v2_spec = spec(**common, entrypoint="tests.support.transforms:tagged_v2", options={"tag": "v2"})
+    v2 = driver.start(v2_spec, epoch=2)
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    wait_for(
+        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+        timeout=300,
+        what="v2 to commit the end offsets",
+    )
+    v2.kill(signal.SIGTERM)
+    assert v2.wait(120) == 0
+
+    first_v2 = v2.batches()[0]
+    assert first_v2["batch_id"] == in_flight + 1
+    assert first_starts(first_v2) == stopped_at
+    history = state.history(cassandra, events_table, pipeline_id(driver))
+    assert [b.batch_id for b in history] == list(range(1, len(history) + 1))
+    rows = state.events(cassandra, events_table)
+    assert len(rows) == records
+    for row in rows.values():
+        v2_row = row.source_offset >= stopped_at[row.source_partition]
+        assert row.tag == ("v2" if v2_row else "v1")
+        assert row.action == (row.action.upper() if v2_row else row.action.lower())
+
+
+def test_backlog_is_drained_in_capped_batches_one_at_a_time(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+) -> None:
+    cap = 500
+    records = 20 * cap * PARTITIONS
+    topic = kafka_topic(partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=9))
+    run = driver.start(
+        spec(
+            bootstrap=kafka_bootstrap,
+            topic=topic,
+            contact=cassandra_contact,
+            keyspace=events_table,
+            cap=cap,
+            interval=5.0,
+        ),
+        epoch=1,
+    )
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    wait_for(
+        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+        timeout=600,
+        what="the backlog to drain",
+    )
+    run.kill(signal.SIGTERM)
+    assert run.wait(120) == 0
+
+    history = state.history(cassandra, events_table, pipeline_id(driver))
+    assert len(history) == 20
+    for batch in history:
+        spans = [span for parts in json.loads(batch.ranges).values() for span in parts.values()]
+        assert all(end - start == cap for start, end in spans)
+    sequence = [
+        (e["phase"] if e["event"] == "phase" else "committed", e["batch_id"])
+        for e in run.events()
+        if e.get("event") in {"phase", "batch"}
+    ]
+    for batch_id in range(1, 20):
+        committed = sequence.index(("committed", batch_id))
+        next_read = sequence.index(("read", batch_id + 1))
+        assert committed < next_read, f"batch {batch_id + 1} started before {batch_id} committed"
+    print(
+        f"\noutage drain: 20 batches x {cap * PARTITIONS} records; peak driver RSS "
+        f"{run.peak_rss / 2**20:.0f} MiB"
+    )
+    assert run.peak_rss < 3 * 2**30
+
+
+def test_cassandra_down_during_a_batch_fails_without_commit_and_a_restart_loses_nothing(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+    servers: Any,
+) -> None:
+    records = 8_000
+    topic = kafka_topic(partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=11))
+    pipeline_spec = spec(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        contact=cassandra_contact,
+        keyspace=events_table,
+        cap=500,
+    )
+    run = driver.start(pipeline_spec, epoch=1, failpoints="after_write=3")
+    in_flight = run.wait_event(
+        lambda e: e.get("event") == "phase" and e["phase"] == "after_write" and e["batch_id"] >= 2,
+        timeout=240,
+        what="a batch between write and commit",
+    )["batch_id"]
+    local_stack.stop(servers.layout, "cassandra")
+    try:
+        assert run.wait(180) == 1
+        assert run.message()["reason"] == "CassandraUnavailable"
+        assert "Cassandra checkpoint store at" in run.message()["message"]
+    finally:
+        servers.ensure("cassandra")
+    wait_for(
+        lambda: state.checkpoint_row(cassandra, events_table, pipeline_id(driver)),
+        timeout=120,
+        what="the checkpoint to be readable again",
+    )
+    row = state.checkpoint_row(cassandra, events_table, pipeline_id(driver))
+    assert row.batch_id == in_flight - 1, "nothing was committed for the failed batch"
+
+    again = driver.start(pipeline_spec, epoch=2)
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    wait_for(
+        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+        timeout=300,
+        what="the restarted driver to commit the end offsets",
+    )
+    again.kill(signal.SIGTERM)
+    assert again.wait(120) == 0
+    assert len(state.events(cassandra, events_table)) == records

@@ -1,0 +1,179 @@
+"""The node agent plays the kubelet against the real control plane: pods placed by
+the real kube-scheduler run as local processes and report their exit code and
+termination message; deletion delivers SIGTERM within the grace period and removes the
+pod; a partitioned node goes NotReady (set by the real controller-manager) while its
+process keeps running as a zombie, and comes back Ready when healed.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client.exceptions import ApiException
+
+from sluice_dev import procs
+from sluice_dev.nodeagent import control, status
+from sluice_dev.paths import Layout
+from sluice_dev.servers import nodeagent
+from tests.integration._agent_fixtures import (
+    PrivateAgent,
+    agent_stack,
+    core,
+    kube_stack,
+    namespace,
+    node_ready,
+    private_agent,
+    wait_for,
+)
+
+__all__ = ["agent_stack", "core", "kube_stack", "namespace", "private_agent"]
+
+pytestmark = pytest.mark.integration
+
+
+def pod_manifest(name: str, script: str, **spec: Any) -> V1Pod:
+    """A one-container pod running ``python -c script`` (``python`` from the agent's PATH)."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "sluice-test:1",
+                    "command": ["python", "-c", textwrap.dedent(script)],
+                }
+            ],
+            **spec,
+        },
+    }
+    return V1Pod.model_validate(manifest)
+
+
+def read_pod(core: CoreV1Api, namespace: str, name: str) -> V1Pod | None:
+    try:
+        pod: V1Pod = core.read_namespaced_pod(name, namespace)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return pod
+
+
+def phase(core: CoreV1Api, namespace: str, name: str) -> str | None:
+    pod = read_pod(core, namespace, name)
+    return pod.status.phase if pod is not None and pod.status is not None else None
+
+
+def running_pid(core: CoreV1Api, namespace: str, name: str) -> int | None:
+    """The pid of the pod's running container, from its ``sluice://<pid>`` container id."""
+    pod = read_pod(core, namespace, name)
+    statuses = (pod.status.container_statuses if pod and pod.status else None) or []
+    for container in statuses:
+        if container.state and container.state.running and container.container_id:
+            return int(container.container_id.removeprefix("sluice://"))
+    return None
+
+
+def test_scheduled_pod_reports_exit_code_and_termination_message(
+    agent_stack: Layout, core: CoreV1Api, namespace: str
+) -> None:
+    script = """
+        import sys
+        with open("/dev/termination-log", "w") as log:
+            log.write("checkpoint lost at offset 42")
+        sys.exit(3)
+    """
+    started = time.monotonic()
+    core.create_namespaced_pod(namespace, pod_manifest("exit-three", script))
+
+    wait_for(
+        "pod exit-three to fail",
+        lambda: phase(core, namespace, "exit-three") == status.FAILED,
+        timeout=30,
+    )
+    print(f"pod create -> Failed: {time.monotonic() - started:.2f}s")
+
+    pod = read_pod(core, namespace, "exit-three")
+    assert pod is not None
+    assert pod.spec is not None
+    assert pod.status is not None
+    assert pod.spec.node_name in nodeagent.NODES  # placed by kube-scheduler
+    (container,) = pod.status.container_statuses or []
+    terminated = container.state.terminated if container.state else None
+    assert terminated is not None
+    assert terminated.exit_code == 3
+    assert terminated.reason == "Error"
+    assert terminated.message == "checkpoint lost at offset 42"
+    assert pod.status.pod_ip == "127.0.0.1"
+
+
+def test_delete_sends_sigterm_within_grace_then_removes_the_pod(
+    agent_stack: Layout, core: CoreV1Api, namespace: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "signal.txt"
+    script = f"""
+        import signal, sys, time
+        def on_signal(number, _frame):
+            with open({str(record)!r}, "w") as out:
+                out.write(signal.Signals(number).name)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_signal)
+        while True:
+            time.sleep(0.05)
+    """
+    grace = 30
+    manifest = pod_manifest("sleeper", script, terminationGracePeriodSeconds=grace)
+    started = time.monotonic()
+    core.create_namespaced_pod(namespace, manifest)
+    pid = wait_for("sleeper running", lambda: running_pid(core, namespace, "sleeper"), 30)
+    print(f"pod create -> Running: {time.monotonic() - started:.2f}s")
+
+    deleting = time.monotonic()
+    core.delete_namespaced_pod("sleeper", namespace)
+    wait_for("sleeper gone", lambda: read_pod(core, namespace, "sleeper") is None, grace)
+    elapsed = time.monotonic() - deleting
+    print(f"pod delete -> gone: {elapsed:.2f}s")
+
+    assert record.read_text() == "SIGTERM"
+    assert not procs.pid_alive(pid)
+    assert elapsed < grace
+
+
+def test_partitioned_node_goes_not_ready_while_its_process_runs_on(
+    agent_stack: Layout, core: CoreV1Api, namespace: str, private_agent: PrivateAgent
+) -> None:
+    node = private_agent.node
+    manifest = pod_manifest(
+        "zombie",
+        "import time\nwhile True: time.sleep(1)",
+        nodeSelector={"kubernetes.io/hostname": node},
+        tolerations=[private_agent.toleration()],
+    )
+    core.create_namespaced_pod(namespace, manifest)
+    pid = wait_for("zombie running", lambda: running_pid(core, namespace, "zombie"), 30)
+
+    partitioned = time.monotonic()
+    control.partition(agent_stack, node, port=private_agent.port)
+    wait_for(f"{node} NotReady", lambda: node_ready(core, node) == "Unknown", timeout=60)
+    print(f"partition -> Ready=Unknown: {time.monotonic() - partitioned:.2f}s")
+    assert procs.pid_alive(pid), "a partitioned node's process must keep running"
+    assert phase(core, namespace, "zombie") == status.RUNNING
+
+    healed = time.monotonic()
+    control.heal(agent_stack, node, port=private_agent.port)
+    wait_for(f"{node} Ready", lambda: node_ready(core, node) == "True", timeout=30)
+    print(f"heal -> Ready=True: {time.monotonic() - healed:.2f}s")
+    assert running_pid(core, namespace, "zombie") == pid
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-s", "-v"]))

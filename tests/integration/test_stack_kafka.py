@@ -1,0 +1,75 @@
+"""The local Kafka broker works as a client of Sluice sees it: records go in and come
+back with their key, value, partition and offset, and topics exist only when created."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+
+from tests.integration._jvm_fixtures import jvm_layout, kafka_bootstrap, kafka_topic
+
+__all__ = ["jvm_layout", "kafka_bootstrap", "kafka_topic"]  # fixtures, imported for pytest
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_SECONDS = 30.0
+
+
+def test_record_round_trips_through_the_broker(
+    kafka_bootstrap: str, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(partitions=3)
+    delivered: list[Message] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        assert err is None, f"delivery failed: {err}"
+        delivered.append(msg)
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    for value in (b"first", b"second"):
+        producer.produce(topic, key=b"page-1", value=value, partition=2, on_delivery=on_delivery)
+    assert producer.flush(DEADLINE_SECONDS) == 0, "records still queued after the deadline"
+    assert [(m.partition(), m.offset()) for m in delivered] == [(2, 0), (2, 1)]
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"{topic}-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    received: list[Message] = []
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    try:
+        while len(received) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            received.append(msg)
+    finally:
+        consumer.close()
+
+    assert [(m.topic(), m.partition(), m.offset(), m.key(), m.value()) for m in received] == [
+        (topic, 2, 0, b"page-1", b"first"),
+        (topic, 2, 1, b"page-1", b"second"),
+    ]
+
+
+def test_broker_does_not_create_topics_on_demand(
+    kafka_bootstrap: str, kafka_topic: Callable[..., str]
+) -> None:
+    missing = kafka_topic(partitions=1) + "-never-created"
+    # A producer's metadata request asks the broker to create unknown topics.
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    metadata = producer.list_topics(topic=missing, timeout=10)
+
+    error = metadata.topics[missing].error
+    assert error is not None
+    assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert missing not in producer.list_topics(timeout=10).topics
