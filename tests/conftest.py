@@ -88,24 +88,35 @@ def kafka_bootstrap(servers: StackServers) -> str:
 def kafka_topic(
     kafka_bootstrap: str, unique_name: Callable[[str], str]
 ) -> Iterator[Callable[..., str]]:
-    """Factory: ``kafka_topic(partitions=4)`` creates a fresh topic and returns its name."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Factory: ``kafka_topic(partitions=4)`` creates a fresh topic, returns its name
+    once every partition has a leader, and deletes the topics after the test."""
+    # NewTopic is missing from the package's stubs, not from the package.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from tests.support.waiting import wait_for
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     created: list[str] = []
 
     def make(partitions: int = 4, **config: str) -> str:
         name = unique_name("t")
-        futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
-        )
-        futures[name].result(timeout=30)
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)
+        admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)
         created.append(name)
+
+        def ready() -> bool:
+            found = admin.list_topics(topic=name, timeout=5).topics.get(name)
+            if found is None or found.error is not None:
+                return False
+            leaders = [p.leader for p in found.partitions.values()]
+            return len(leaders) == partitions and all(leader >= 0 for leader in leaders)
+
+        wait_for(ready, timeout=30, what=f"topic {name} to have a leader per partition")
         return name
 
     yield make
     if created:
-        for future in admin.delete_topics(created).values():
+        for future in admin.delete_topics(created, operation_timeout=30).values():
             future.result(timeout=30)
 
 
@@ -143,6 +154,51 @@ def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Ite
     cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
 
 
+# -- Kubernetes -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kube_stack(servers: StackServers) -> Layout:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler, healthy."""
+    return servers.ensure("kube-controller-manager", "kube-scheduler")
+
+
+@pytest.fixture(scope="session")
+def agent_stack(servers: StackServers, kube_stack: Layout) -> Layout:
+    """The control plane plus the stack's node agent (nodes sluice-node-a and -b)."""
+    return servers.ensure("node-agent")
+
+
+@pytest.fixture(scope="session")
+def core(kube_stack: Layout) -> Any:
+    """The core API (kubernetes client ``CoreV1Api``) as the stack's admin."""
+    from kubernetes import config
+    from kubernetes.client import CoreV1Api
+
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    return CoreV1Api(client)
+
+
+@pytest.fixture
+def namespace(core: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A fresh namespace, deleted after the test."""
+    from kubernetes.client import V1Namespace
+
+    name = unique_name("ns")[:63].rstrip("-")
+    core.create_namespace(V1Namespace.model_validate({"metadata": {"name": name}}))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def private_agent(kube_stack: Layout, core: Any, tmp_path: Path) -> Iterator[Any]:
+    """A node agent of this test alone, with one tainted node it may partition."""
+    from tests.support.agents import private_agent as start
+
+    with start(kube_stack, core, tmp_path) as agent:
+        yield agent
+
+
 # -- the driver --------------------------------------------------------------------
 
 
@@ -153,6 +209,25 @@ def spark_jars(layout: Layout) -> tuple[Path, ...]:
 
     provisioning.provision(layout, [NAME], say=lambda _line: None)
     return tuple(spark_jars(layout))
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark_jars: tuple[Path, ...]) -> Iterator[Any]:
+    """A local[2] SparkSession with Spark's Kafka source, bound to loopback only."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("sluice-tests")
+        .config("spark.jars", ",".join(str(jar) for jar in spark_jars))
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, ProtocolVersion
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
     FallthroughRetryPolicy,
     TokenAwarePolicy,
 )
@@ -61,6 +62,8 @@ def connect(
     )
     cluster = Cluster(
         contact_points=contact_points(points),
+        protocol_version=ProtocolVersion.V5,
+        reconnection_policy=ExponentialReconnectionPolicy(0.5, 10.0),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         auth_provider=auth,
         connect_timeout=timeout,

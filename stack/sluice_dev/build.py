@@ -55,8 +55,11 @@ def maven_copy(pom: Path, target: Path, properties: Mapping[str, str]) -> None:
     )
 
 
-def go_build(module: Path, packages: Sequence[str], bin_dir: Path) -> None:
-    """Build ``packages`` of the Go module at ``module`` into ``bin_dir``, stripped.
+def go_build(
+    module: Path, packages: Sequence[str], bin_dir: Path, *, ldflags: Sequence[str] = ()
+) -> None:
+    """Build ``packages`` of the Go module at ``module`` into ``bin_dir``, stripped;
+    ``ldflags`` add to ``-s -w`` (typically ``-X pkg.var=value`` version stamps).
 
     The module's own go.mod/go.sum pin every dependency; ``-mod=mod`` lets a cold
     machine download them from the module proxy.
@@ -68,7 +71,7 @@ def go_build(module: Path, packages: Sequence[str], bin_dir: Path) -> None:
             "build",
             "-mod=mod",
             "-trimpath",
-            "-ldflags=-s -w",
+            "-ldflags=" + " ".join(["-s", "-w", *ldflags]),
             "-o",
             f"{bin_dir}/",
             *packages,

@@ -1,12 +1,12 @@
 """``sluice-dev``: the command line of the local stack.
 
-    sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
-    sluice-dev up [SERVER...]            start servers (and what they need); idempotent
-    sluice-dev down [--purge]            stop everything the stack started
-    sluice-dev status                    health of every server; exit 1 if any is down
-    sluice-dev env                       `export` lines for clients of the stack
-    sluice-dev logs SERVER [-n N] [-f]   a server's log
-    sluice-dev node partition|crash|heal NODE   fault switches of the node agent
+sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
+sluice-dev up [SERVER...]            start servers (and what they need); idempotent
+sluice-dev down [--purge]            stop everything the stack started
+sluice-dev status                    health of every server; exit 1 if any is down
+sluice-dev env                       `export` lines for clients of the stack
+sluice-dev logs SERVER [-n N] [-f]   a server's log
+sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 """
 
 from __future__ import annotations

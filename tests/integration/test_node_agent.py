@@ -2,12 +2,12 @@
 the real kube-scheduler run as local processes and report their exit code and
 termination message; deletion delivers SIGTERM within the grace period and removes the
 pod; a partitioned node goes NotReady (set by the real controller-manager) while its
-process keeps running as a zombie, and comes back Ready when healed.
+process keeps running as a zombie, and comes back Ready when healed; a crashed node's
+processes die at once and, once healed, the node reports them lost.
 """
 
 from __future__ import annotations
 
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -21,18 +21,8 @@ from sluice_dev import procs
 from sluice_dev.nodeagent import control, status
 from sluice_dev.paths import Layout
 from sluice_dev.servers import nodeagent
-from tests.integration._agent_fixtures import (
-    PrivateAgent,
-    agent_stack,
-    core,
-    kube_stack,
-    namespace,
-    node_ready,
-    private_agent,
-    wait_for,
-)
-
-__all__ = ["agent_stack", "core", "kube_stack", "namespace", "private_agent"]
+from tests.support.agents import PrivateAgent, node_ready
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -96,9 +86,9 @@ def test_scheduled_pod_reports_exit_code_and_termination_message(
     core.create_namespaced_pod(namespace, pod_manifest("exit-three", script))
 
     wait_for(
-        "pod exit-three to fail",
         lambda: phase(core, namespace, "exit-three") == status.FAILED,
         timeout=30,
+        what="pod exit-three to fail",
     )
     print(f"pod create -> Failed: {time.monotonic() - started:.2f}s")
 
@@ -134,12 +124,16 @@ def test_delete_sends_sigterm_within_grace_then_removes_the_pod(
     manifest = pod_manifest("sleeper", script, terminationGracePeriodSeconds=grace)
     started = time.monotonic()
     core.create_namespaced_pod(namespace, manifest)
-    pid = wait_for("sleeper running", lambda: running_pid(core, namespace, "sleeper"), 30)
+    pid = wait_for(
+        lambda: running_pid(core, namespace, "sleeper"), timeout=30, what="sleeper running"
+    )
     print(f"pod create -> Running: {time.monotonic() - started:.2f}s")
 
     deleting = time.monotonic()
     core.delete_namespaced_pod("sleeper", namespace)
-    wait_for("sleeper gone", lambda: read_pod(core, namespace, "sleeper") is None, grace)
+    wait_for(
+        lambda: read_pod(core, namespace, "sleeper") is None, timeout=grace, what="sleeper gone"
+    )
     elapsed = time.monotonic() - deleting
     print(f"pod delete -> gone: {elapsed:.2f}s")
 
@@ -159,21 +153,57 @@ def test_partitioned_node_goes_not_ready_while_its_process_runs_on(
         tolerations=[private_agent.toleration()],
     )
     core.create_namespaced_pod(namespace, manifest)
-    pid = wait_for("zombie running", lambda: running_pid(core, namespace, "zombie"), 30)
+    pid = wait_for(
+        lambda: running_pid(core, namespace, "zombie"), timeout=30, what="zombie running"
+    )
 
     partitioned = time.monotonic()
     control.partition(agent_stack, node, port=private_agent.port)
-    wait_for(f"{node} NotReady", lambda: node_ready(core, node) == "Unknown", timeout=60)
+    wait_for(lambda: node_ready(core, node) == "Unknown", timeout=60, what=f"{node} NotReady")
     print(f"partition -> Ready=Unknown: {time.monotonic() - partitioned:.2f}s")
     assert procs.pid_alive(pid), "a partitioned node's process must keep running"
     assert phase(core, namespace, "zombie") == status.RUNNING
 
     healed = time.monotonic()
     control.heal(agent_stack, node, port=private_agent.port)
-    wait_for(f"{node} Ready", lambda: node_ready(core, node) == "True", timeout=30)
+    wait_for(lambda: node_ready(core, node) == "True", timeout=30, what=f"{node} Ready")
     print(f"heal -> Ready=True: {time.monotonic() - healed:.2f}s")
     assert running_pid(core, namespace, "zombie") == pid
 
 
+def test_crashed_node_kills_its_processes_and_reports_them_lost_after_heal(
+    agent_stack: Layout, core: CoreV1Api, namespace: str, private_agent: PrivateAgent
+) -> None:
+    node = private_agent.node
+    manifest = pod_manifest(
+        "victim",
+        "import time\nwhile True: time.sleep(1)",
+        nodeSelector={"kubernetes.io/hostname": node},
+        tolerations=[private_agent.toleration()],
+    )
+    core.create_namespaced_pod(namespace, manifest)
+    pid = wait_for(
+        lambda: running_pid(core, namespace, "victim"), timeout=30, what="victim running"
+    )
+
+    control.crash(agent_stack, node, port=private_agent.port)
+    assert not procs.pid_alive(pid), "a crash SIGKILLs the node's processes at once"
+    wait_for(lambda: node_ready(core, node) == "Unknown", timeout=60, what=f"{node} NotReady")
+
+    control.heal(agent_stack, node, port=private_agent.port)
+    wait_for(
+        lambda: phase(core, namespace, "victim") == status.FAILED,
+        timeout=30,
+        what="victim to fail",
+    )
+    pod = read_pod(core, namespace, "victim")
+    assert pod is not None
+    assert pod.status is not None
+    (container,) = pod.status.container_statuses or []
+    terminated = container.state.terminated if container.state else None
+    assert terminated is not None
+    assert (terminated.exit_code, terminated.reason) == (137, "ContainerStatusUnknown")
+
+
 if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-s", "-v"]))
+    raise SystemExit(pytest.main([__file__, "-s", "-v"]))

@@ -9,14 +9,6 @@ from typing import Any
 import pytest
 
 from sluice_dev import versions
-from tests.integration._jvm_fixtures import (
-    cassandra_contact,
-    cassandra_keyspace,
-    cassandra_session,
-    jvm_layout,
-)
-
-__all__ = ["cassandra_contact", "cassandra_keyspace", "cassandra_session", "jvm_layout"]
 
 pytestmark = pytest.mark.integration
 
@@ -27,22 +19,22 @@ def _claims_table(session: Any, keyspace: str) -> str:
     return table
 
 
-def test_node_is_the_pinned_release(cassandra_session: Any) -> None:
-    row = cassandra_session.execute("SELECT release_version FROM system.local").one()
+def test_node_is_the_pinned_release(cassandra: Any) -> None:
+    row = cassandra.execute("SELECT release_version FROM system.local").one()
     assert row.release_version == versions.CASSANDRA
 
 
-def test_insert_if_not_exists_applies_once(cassandra_session: Any, cassandra_keyspace: str) -> None:
-    table = _claims_table(cassandra_session, cassandra_keyspace)
-    insert = cassandra_session.prepare(
+def test_insert_if_not_exists_applies_once(cassandra: Any, cassandra_keyspace: str) -> None:
+    table = _claims_table(cassandra, cassandra_keyspace)
+    insert = cassandra.prepare(
         f"INSERT INTO {table} (pipeline, epoch, owner) VALUES (?, ?, ?) IF NOT EXISTS"
     )
 
-    first = cassandra_session.execute(insert, ("page-kpis", 1, "driver-1"))
+    first = cassandra.execute(insert, ("page-kpis", 1, "driver-1"))
     assert first.was_applied
     assert first.one().applied is True
 
-    again = cassandra_session.execute(insert, ("page-kpis", 1, "driver-1"))
+    again = cassandra.execute(insert, ("page-kpis", 1, "driver-1"))
     assert not again.was_applied
     row = again.one()
     assert (row.applied, row.pipeline, row.epoch, row.owner) == (
@@ -52,29 +44,27 @@ def test_insert_if_not_exists_applies_once(cassandra_session: Any, cassandra_key
         "driver-1",
     )
 
-    rival = cassandra_session.execute(insert, ("page-kpis", 2, "driver-2"))
+    rival = cassandra.execute(insert, ("page-kpis", 2, "driver-2"))
     assert not rival.was_applied
     assert (rival.one().epoch, rival.one().owner) == (1, "driver-1")
 
 
-def test_conditional_update_fences_a_stale_epoch(
-    cassandra_session: Any, cassandra_keyspace: str
-) -> None:
+def test_conditional_update_fences_a_stale_epoch(cassandra: Any, cassandra_keyspace: str) -> None:
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
 
-    table = _claims_table(cassandra_session, cassandra_keyspace)
-    cassandra_session.execute(
+    table = _claims_table(cassandra, cassandra_keyspace)
+    cassandra.execute(
         f"INSERT INTO {table} (pipeline, epoch, owner) VALUES ('p', 3, 'driver-3') IF NOT EXISTS"
     )
-    claim = cassandra_session.prepare(
+    claim = cassandra.prepare(
         f"UPDATE {table} SET epoch = ?, owner = ? WHERE pipeline = ? IF epoch < ?"
     )
 
-    newer = cassandra_session.execute(claim, (4, "driver-4", "p", 4))
+    newer = cassandra.execute(claim, (4, "driver-4", "p", 4))
     assert newer.was_applied
 
-    stale = cassandra_session.execute(claim, (3, "driver-3", "p", 3))
+    stale = cassandra.execute(claim, (3, "driver-3", "p", 3))
     assert not stale.was_applied
     assert stale.one().epoch == 4
 
@@ -82,5 +72,5 @@ def test_conditional_update_fences_a_stale_epoch(
         f"SELECT epoch, owner FROM {table} WHERE pipeline = 'p'",
         consistency_level=ConsistencyLevel.SERIAL,
     )
-    row = cassandra_session.execute(serial_read).one()
+    row = cassandra.execute(serial_read).one()
     assert (row.epoch, row.owner) == (4, "driver-4")

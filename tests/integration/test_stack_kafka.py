@@ -9,10 +9,6 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from tests.integration._jvm_fixtures import jvm_layout, kafka_bootstrap, kafka_topic
-
-__all__ = ["jvm_layout", "kafka_bootstrap", "kafka_topic"]  # fixtures, imported for pytest
-
 pytestmark = pytest.mark.integration
 
 DEADLINE_SECONDS = 30.0

@@ -21,9 +21,6 @@ import pytest
 from sluice_dev import versions
 from sluice_dev.paths import Layout
 from sluice_dev.servers import kube
-from tests.integration._kube_fixtures import kube_stack
-
-__all__ = ["kube_stack"]  # the fixture, imported for pytest to find
 
 pytestmark = pytest.mark.integration
 
@@ -335,10 +332,12 @@ def _ready_status(api: Api, name: str) -> str:
 
 
 def test_node_whose_lease_stops_is_tainted_unreachable(
-    admin: Api, node_agent: Api, node_names: list[str]
+    admin: Api, node_agent: Api, node_names: list[str], agent_stack: Layout
 ) -> None:
     # Two nodes: the controller-manager stops tainting when *every* node of a zone is
     # down (it suspects its own connectivity then), so one node keeps heartbeating.
+    # The stack's own nodes must be Ready too (agent_stack): nodes of a stopped agent,
+    # left NotReady in etcd, were seen to keep the lost node from being tainted.
     alive, lost = (f"test-{role}-{uuid.uuid4().hex[:6]}" for role in ("alive", "lost"))
     node_names.extend([alive, lost])
     register_node(node_agent, alive)

@@ -13,15 +13,6 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from sluice_dev.servers import spark
-from tests.integration._jvm_fixtures import (
-    jvm_layout,
-    kafka_bootstrap,
-    kafka_topic,
-    spark_kafka_jars,
-    spark_session,
-)
-
-__all__ = ["jvm_layout", "kafka_bootstrap", "kafka_topic", "spark_kafka_jars", "spark_session"]
 
 pytestmark = pytest.mark.integration
 
@@ -91,11 +82,11 @@ def test_batch_read_returns_exactly_the_requested_offset_ranges(
     assert got[-1][2:] == (39, b"k79", b"v79")
 
 
-def test_spark_jars_add_only_what_pyspark_lacks(spark_kafka_jars: list[str]) -> None:
+def test_spark_jars_add_only_what_pyspark_lacks(spark_jars: tuple[Path, ...]) -> None:
     shipped = spark.pyspark_jars_dir()
     assert shipped is not None
     pyspark_artifacts = {spark.artifact_id(jar) for jar in shipped.glob("*.jar")}
-    added = {spark.artifact_id(Path(jar)) for jar in spark_kafka_jars}
+    added = {spark.artifact_id(Path(jar)) for jar in spark_jars}
 
     assert added == set(spark.REQUIRED)
     assert added.isdisjoint(pyspark_artifacts)

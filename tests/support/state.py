@@ -6,24 +6,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cassandra import InvalidRequest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 
 def committed(session: Any, keyspace: str, pipeline_id: str) -> dict[int, int]:
     """Committed positions of the pipeline's (single) topic: partition -> next offset."""
-    row = session.execute(
-        f"SELECT offsets FROM {keyspace}.checkpoints WHERE pipeline = %s", (pipeline_id,)
-    ).one()
+    row = checkpoint_row(session, keyspace, pipeline_id)
     if row is None:
         return {}
     return {int(p): o for parts in json.loads(row.offsets).values() for p, o in parts.items()}
 
 
 def checkpoint_row(session: Any, keyspace: str, pipeline_id: str) -> Any:
-    return session.execute(
-        f"SELECT * FROM {keyspace}.checkpoints WHERE pipeline = %s", (pipeline_id,)
-    ).one()
+    """The checkpoint row, or ``None`` before the driver created its tables or row."""
+    try:
+        return session.execute(
+            f"SELECT * FROM {keyspace}.checkpoints WHERE pipeline = %s", (pipeline_id,)
+        ).one()
+    except InvalidRequest:
+        return None
 
 
 def history(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:

@@ -10,12 +10,21 @@ T = TypeVar("T")
 
 
 def wait_for(
-    condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.2
+    condition: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.2,
+    ignoring: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout``.
+    Exceptions of the ``ignoring`` types count as "not yet" (a server coming back)."""
     deadline = time.monotonic() + timeout
     while True:
-        value = condition()
+        try:
+            value = condition()
+        except ignoring:
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:

@@ -1,7 +1,93 @@
-"""Placeholder: filled in by the nodeagent component."""
+"""The node agent as a server of the local stack: the kubelet of two nodes,
+``sluice-node-a`` and ``sluice-node-b`` (see :mod:`sluice_dev.nodeagent`).
 
+It authenticates as the stack's node-agent identity (``sluice:node-agent``, bound to
+the kubelet's ClusterRole ``system:node`` by :mod:`sluice_dev.servers.kube`), keeps
+pod files under ``data/node-agent/pods`` and reads its image map from
+``conf/node-agent/images.json``, which starts as ``{"*": null}``: any image runs, with
+no code root. :func:`register_image` maps an image to a code root while the agent
+runs (the file is re-read at every container start). Its fault switches listen on
+``127.0.0.1:NODE_AGENT`` (:mod:`sluice_dev.nodeagent.control`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sluice_dev import ports
 from sluice_dev.artifacts import Artifact
+from sluice_dev.nodeagent import control, images
+from sluice_dev.paths import Layout
+from sluice_dev.servers import kube
 from sluice_dev.servers.base import Server
 
+NAME = "node-agent"
+NODES = ("sluice-node-a", "sluice-node-b")
+
+
+def state_dir(layout: Layout) -> Path:
+    return layout.data(NAME)
+
+
+def images_file(layout: Layout) -> Path:
+    return layout.conf(NAME) / "images.json"
+
+
+def register_image(layout: Layout, image: str, code_root: Path | None) -> None:
+    """Let pods of ``image`` run the code under ``code_root`` (``None``: no code root)."""
+    images.register(images_file(layout), image, code_root)
+
+
+def _prepare(layout: Layout) -> None:
+    state_dir(layout).mkdir(parents=True, exist_ok=True)
+    if not images_file(layout).exists():
+        register_image(layout, images.WILDCARD, None)
+
+
+def _argv(layout: Layout) -> Sequence[str]:
+    return [
+        sys.executable,
+        "-m",
+        "sluice_dev.nodeagent",
+        f"--kubeconfig={kube.node_agent_kubeconfig(layout)}",
+        f"--nodes={','.join(NODES)}",
+        f"--control-port={ports.NODE_AGENT}",
+        f"--state-dir={state_dir(layout)}",
+        f"--images={images_file(layout)}",
+    ]
+
+
+def _probe(layout: Layout) -> str | None:
+    """Healthy when the control server answers and every node is Ready in the API."""
+    problem = control.healthy(ports.NODE_AGENT)
+    if problem:
+        return problem
+    for node in NODES:
+        try:
+            status, body = kube.api_request(layout, "GET", f"/api/v1/nodes/{node}")
+        except OSError as err:
+            return f"kube-apiserver unreachable ({err})"
+        if status != 200:
+            return f"node {node} not registered ({status})"
+        conditions = json.loads(body).get("status", {}).get("conditions") or []
+        ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
+        if ready != ["True"]:
+            return f"node {node} not Ready ({ready})"
+    return None
+
+
 ARTIFACTS: tuple[Artifact, ...] = ()
-SERVERS: tuple[Server, ...] = ()
+SERVERS: tuple[Server, ...] = (
+    Server(
+        name=NAME,
+        argv=_argv,
+        probe=_probe,
+        requires=(kube.APISERVER,),
+        prepare=_prepare,
+        start_timeout=60.0,
+        stop_grace=15.0,
+    ),
+)
