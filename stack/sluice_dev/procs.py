@@ -8,6 +8,7 @@ forks, anything. ``down`` therefore finds every process of a stack by reading
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -98,7 +99,5 @@ def terminate(pids: Sequence[int], *, grace: float) -> None:
 def _signal_all(pids: Sequence[int], sig: signal.Signals) -> None:
     for pid in pids:
         for send in (os.killpg, os.kill):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 send(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
