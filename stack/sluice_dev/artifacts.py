@@ -1,12 +1,14 @@
 """What ``sluice-dev provision`` produces: versioned, cached downloads and builds.
 
-An artifact lives in ``<cache>/<name>-<version>/`` and is complete when the file
-``.complete`` exists there; a half-finished build is redone, a complete one is never
-touched again. Each artifact module registers one :class:`Artifact`.
+An artifact lives in ``<cache>/<name>-<version>-<recipe hash>/`` and is complete when
+the file ``.complete`` exists there; a half-finished build is redone, a complete one
+is never touched again. The recipe hash covers the files the build reads (a pom, a
+go.mod and go.sum), so editing them builds afresh instead of reusing a stale copy.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from collections.abc import Callable
@@ -25,9 +27,18 @@ class Artifact:
     name: str
     version: str
     build: Callable[[Path], None]
+    recipe: tuple[Path, ...] = ()
+    """Files the build reads; their content is part of the cache key."""
 
     def path(self, layout: Layout) -> Path:
-        return layout.artifact(self.name, self.version)
+        return layout.artifact(self.name, f"{self.version}-{self.recipe_hash()}")
+
+    def recipe_hash(self) -> str:
+        digest = hashlib.sha256()
+        for path in self.recipe:
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()[:10]
 
     def ready(self, layout: Layout) -> bool:
         return (self.path(layout) / COMPLETE).exists()

@@ -79,3 +79,8 @@ def go_build(
         cwd=module,
         env={"GOFLAGS": "-buildvcs=false"},
     )
+
+
+def go_recipe(module: Path) -> tuple[Path, ...]:
+    """The files that decide what a Go module builds: go.mod, go.sum, its sources."""
+    return tuple(sorted([module / "go.mod", module / "go.sum", *module.glob("*.go")]))

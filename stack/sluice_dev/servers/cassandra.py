@@ -105,7 +105,7 @@ def _build(target: Path) -> None:
     )
 
 
-ARTIFACT: Final = Artifact(NAME, versions.CASSANDRA, _build)
+ARTIFACT: Final = Artifact(NAME, versions.CASSANDRA, _build, recipe=(POM,))
 
 
 def java() -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sluice_dev import ports, versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build
+from sluice_dev.build import STACK_SRC, go_build, go_recipe
 from sluice_dev.paths import Layout
 from sluice_dev.probes import http_ok
 from sluice_dev.servers.base import Server
@@ -30,7 +30,7 @@ def _build(target: Path) -> None:
     go_build(MODULE, ["."], target / "bin")
 
 
-ARTIFACT = Artifact(NAME, versions.ETCD, _build)
+ARTIFACT = Artifact(NAME, versions.ETCD, _build, recipe=go_recipe(MODULE))
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
 
 

@@ -60,7 +60,7 @@ def _build(target: Path) -> None:
     )
 
 
-ARTIFACT: Final = Artifact(NAME, versions.KAFKA, _build)
+ARTIFACT: Final = Artifact(NAME, versions.KAFKA, _build, recipe=(POM,))
 
 
 def java() -> str:

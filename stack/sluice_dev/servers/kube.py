@@ -46,7 +46,7 @@ import yaml
 
 from sluice_dev import pki, ports, versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build
+from sluice_dev.build import STACK_SRC, go_build, go_recipe
 from sluice_dev.paths import Layout
 from sluice_dev.probes import http_ok
 from sluice_dev.servers import etcd
@@ -96,7 +96,7 @@ def _build(target: Path) -> None:
     go_build(MODULE, packages, target / "bin", ldflags=stamp_flags(stamps))
 
 
-ARTIFACT = Artifact(NAME, versions.KUBERNETES, _build)
+ARTIFACT = Artifact(NAME, versions.KUBERNETES, _build, recipe=go_recipe(MODULE))
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
 
 

@@ -98,7 +98,7 @@ def _build(target: Path) -> None:
             raise BuildError(f"{needed} is missing from {jars} (copied: {sorted(copied)})")
 
 
-ARTIFACT: Final = Artifact(NAME, versions.SPARK, _build)
+ARTIFACT: Final = Artifact(NAME, versions.SPARK, _build, recipe=(POM,))
 
 
 def spark_jars(layout: Layout) -> list[Path]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sluice_dev import versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build
+from sluice_dev.build import STACK_SRC, go_build, go_recipe
 from sluice_dev.paths import Layout
 from sluice_dev.servers.base import Server
 
@@ -66,8 +66,13 @@ def _build_promtool(target: Path) -> None:
     )
 
 
-HELM = Artifact("helm", versions.HELM, _build_helm)
-PROMTOOL = Artifact("promtool", versions.PROMETHEUS, _build_promtool)
+HELM = Artifact("helm", versions.HELM, _build_helm, recipe=go_recipe(STACK_SRC / "go" / "helm"))
+PROMTOOL = Artifact(
+    "promtool",
+    versions.PROMETHEUS,
+    _build_promtool,
+    recipe=go_recipe(STACK_SRC / "go" / "promtool"),
+)
 ARTIFACTS: tuple[Artifact, ...] = (HELM, PROMTOOL)
 SERVERS: tuple[Server, ...] = ()
 
