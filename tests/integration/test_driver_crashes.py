@@ -23,7 +23,7 @@ from tests.support import expected, state
 from tests.support.driver import Driver, DriverRun, spec
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
 RECORDS = 200_000
 PARTITIONS = 4

@@ -21,7 +21,7 @@ from tests.support import state
 from tests.support.driver import Driver, DriverRun, spec
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 RECORDS = 24_000
 PARTITIONS = 4

@@ -17,7 +17,7 @@ from tests.support import state
 from tests.support.driver import Driver, spec
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 PARTITIONS = 4
 
