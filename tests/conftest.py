@@ -8,6 +8,7 @@ reused and left running; those the run started are stopped at its end.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -50,9 +51,12 @@ class StackServers:
 
 @pytest.fixture(scope="session")
 def servers(layout: Layout) -> Iterator[StackServers]:
+    """Set ``SLUICE_KEEP_STACK=1`` to leave started servers running after the run
+    (for several test runs at once on one machine, which share the stack's ports)."""
     manager = StackServers(layout)
     yield manager
-    manager.stop_started()
+    if not os.environ.get("SLUICE_KEEP_STACK"):
+        manager.stop_started()
 
 
 @pytest.fixture(scope="session")
