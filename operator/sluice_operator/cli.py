@@ -1,11 +1,21 @@
-"""Command line of the operator: which namespaces it watches and how replicas agree
-on the one that acts."""
+"""Command line of the operator: which namespaces it watches, how replicas agree on
+the one that acts (a Lease), and where health and metrics are served.
+
+``python -m sluice_operator`` runs it; ``kopf run -m sluice_operator.handlers``
+works too (without the Lease and the health server).
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+import os
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import kopf
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,11 +28,72 @@ def parser() -> argparse.ArgumentParser:
         "--namespace", action="append", metavar="NS", help="watch only NS (repeatable)"
     )
     scope.add_argument("--all-namespaces", action="store_true", help="watch the whole cluster")
-    result.add_argument("--metrics-port", type=int, default=9090, help="Prometheus port")
+    result.add_argument(
+        "--http-port", type=int, default=8080, help="/healthz, /readyz and /metrics (0: off)"
+    )
+    result.add_argument("--http-host", default="0.0.0.0", help="address of the HTTP server")
+    result.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the leader-election Lease (default: $POD_NAMESPACE or default)",
+    )
+    result.add_argument(
+        "--no-leader-election", action="store_true", help="act at once (a single replica)"
+    )
+    result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser().parse_args(argv)
-    print("sluice_operator: reconciliation is not part of this build yet", file=sys.stderr)
-    return 1
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from sluice_operator import handlers  # registers the handlers with kopf
+
+    kube = handlers.kube()
+    leading = threading.Event()
+    if args.http_port:
+        _serve_http(args.http_host, args.http_port, leading)
+    if args.no_leader_election:
+        leading.set()
+    else:
+        from sluice_operator.leader import LeaderElection
+
+        election = LeaderElection(kube.api, args.lease_namespace)
+        election.acquire()
+        leading.set()
+    kopf.run(
+        standalone=True,
+        clusterwide=bool(args.all_namespaces or not args.namespace),
+        namespaces=args.namespace or (),
+    )
+    return 0
+
+
+def _serve_http(host: str, port: int, leading: threading.Event) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._reply(200, generate_latest(), CONTENT_TYPE_LATEST)
+            elif self.path == "/healthz":
+                self._reply(200, b"ok\n")
+            elif self.path == "/readyz":
+                ok = leading.is_set()
+                self._reply(200 if ok else 503, b"leading\n" if ok else b"standby\n")
+            else:
+                self._reply(404, b"not found\n")
+
+        def _reply(self, code: int, body: bytes, kind: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()

@@ -1,0 +1,270 @@
+"""Pure builders of the objects a pipeline owns: its driver pod, the headless Service
+executors use to reach the driver, and the ServiceAccount, Role and RoleBinding the
+driver needs to run executor pods. Each returns a plain manifest; ``kube`` applies it.
+
+The driver pod passes the "restricted" Pod Security Standard: non-root, no
+privilege escalation, every capability dropped, RuntimeDefault seccomp, read-only
+root filesystem with an emptyDir for Spark's scratch space.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sluice_job.spec import PipelineSpec
+from sluice_operator import naming
+
+Manifest = dict[str, Any]
+
+DRIVER_PORT: Final = 7078
+BLOCK_MANAGER_PORT: Final = 7079
+METRICS_PORT: Final = 8090
+RUN_AS_USER: Final = 185  # the uid of the Spark images
+STOP_MARGIN_SECONDS: Final = 15
+"""Grace beyond ``upgrade.stopTimeoutSeconds``: the driver's own watchdog exits first."""
+SCRATCH: Final = "/tmp"
+API_SERVER: Final = "https://kubernetes.default.svc:443"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The pipeline object, for owner references and names."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+            "kind": naming.KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def metadata(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": naming.labels(self.name),
+            "ownerReferences": [self.reference()],
+        }
+
+
+def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> Manifest:
+    name = naming.driver_pod(owner.name, epoch)
+    metadata = owner.metadata(name)
+    metadata["labels"][naming.LABEL_EPOCH] = str(epoch)
+    metadata["annotations"] = {
+        naming.ANNOTATION_EPOCH: str(epoch),
+        naming.ANNOTATION_SPEC_HASH: spec_hash,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": naming.service_account(owner.name),
+            "terminationGracePeriodSeconds": spec.upgrade.stop_timeout_seconds
+            + STOP_MARGIN_SECONDS,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS_USER,
+                "runAsGroup": RUN_AS_USER,
+                "fsGroup": RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [_driver_container(owner, spec, epoch)],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        },
+    }
+
+
+def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
+    memory = memory_mib(spec.spark.driver.memory)
+    overhead = max(384, memory // 10)
+    return {
+        "name": "driver",
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "sluice_job"],
+        "env": driver_env(owner, spec, epoch),
+        "ports": [
+            {"name": "driver", "containerPort": DRIVER_PORT},
+            {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
+            {"name": "metrics", "containerPort": METRICS_PORT},
+        ],
+        "resources": {
+            "requests": {"cpu": str(spec.spark.driver.cores), "memory": f"{memory + overhead}Mi"},
+            "limits": {"memory": f"{memory + overhead}Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH}],
+    }
+
+
+def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, Any]]:
+    config = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    env: list[dict[str, Any]] = [
+        {"name": "SLUICE_CONFIG", "value": json.dumps(config, sort_keys=True)},
+        {"name": "SLUICE_PIPELINE", "value": owner.name},
+        {"name": "SLUICE_NAMESPACE", "value": owner.namespace},
+        {"name": "SLUICE_EPOCH", "value": str(epoch)},
+        {"name": "SLUICE_CODE_VERSION", "value": spec.image},
+        {"name": "SLUICE_METRICS_PORT", "value": str(METRICS_PORT)},
+        _field("POD_NAME", "metadata.name"),
+        _field("POD_NAMESPACE", "metadata.namespace"),
+        _field("POD_IP", "status.podIP"),
+        {"name": "SPARK_LOCAL_DIRS", "value": f"{SCRATCH}/spark"},
+        {"name": "HOME", "value": SCRATCH},
+    ]
+    if spec.spark.executors.instances > 0:
+        env.append({"name": "SLUICE_SPARK_MASTER", "value": f"k8s://{API_SERVER}"})
+        env.append(
+            {"name": "SLUICE_SPARK_CONF", "value": json.dumps(spark_kubernetes_conf(owner, spec))}
+        )
+    return env + credential_env(spec)
+
+
+def _field(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
+    """Credentials as secretKeyRef env vars: never in the spec, never in a log."""
+    secrets: list[tuple[str, str | None]] = [
+        ("SLUICE_KAFKA", spec.source.kafka.credentials_secret),
+        ("SLUICE_CHECKPOINT_CASSANDRA", spec.checkpoint.cassandra.credentials_secret),
+    ]
+    if spec.sink.cassandra:
+        secrets.append(("SLUICE_SINK_CASSANDRA", spec.sink.cassandra.credentials_secret))
+    env = []
+    for prefix, secret in secrets:
+        if secret:
+            env.append(_secret(f"{prefix}_USERNAME", secret, "username"))
+            env.append(_secret(f"{prefix}_PASSWORD", secret, "password"))
+    if spec.sink.datastore and spec.sink.datastore.credentials_secret:
+        env.append(
+            _secret(
+                "SLUICE_SINK_DATASTORE_CREDENTIALS",
+                spec.sink.datastore.credentials_secret,
+                "credentials.json",
+            )
+        )
+    return env
+
+
+def _secret(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec) -> dict[str, str]:
+    """Spark-on-Kubernetes settings: executors are owned by the driver pod (Spark sets
+    the owner reference from ``spark.kubernetes.driver.pod.name``), so they die with
+    it; they reach the driver through the headless Service."""
+    service = naming.driver_service(owner.name)
+    return {
+        "spark.kubernetes.namespace": owner.namespace,
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
+        "spark.kubernetes.authenticate.driver.serviceAccountName": naming.service_account(
+            owner.name
+        ),
+        "spark.kubernetes.executor.podNamePrefix": owner.name[:40],
+        "spark.kubernetes.executor.label." + naming.LABEL_PIPELINE: owner.name,
+        "spark.driver.host": f"{service}.{owner.namespace}.svc",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+    }
+
+
+def driver_service(owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": owner.metadata(naming.driver_service(owner.name)),
+        "spec": {
+            "clusterIP": "None",
+            "selector": naming.selector(owner.name),
+            "publishNotReadyAddresses": True,
+            "ports": [
+                {"name": "driver", "port": DRIVER_PORT},
+                {"name": "blockmanager", "port": BLOCK_MANAGER_PORT},
+                {"name": "metrics", "port": METRICS_PORT},
+            ],
+        },
+    }
+
+
+def service_account(owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": owner.metadata(naming.service_account(owner.name)),
+        "automountServiceAccountToken": True,
+    }
+
+
+DRIVER_RULES: Final = (
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"],
+    },
+)
+
+
+def role(owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": owner.metadata(naming.service_account(owner.name)),
+        "rules": [dict(rule) for rule in DRIVER_RULES],
+    }
+
+
+def role_binding(owner: Owner) -> Manifest:
+    name = naming.service_account(owner.name)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": owner.metadata(name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}],
+    }
+
+
+def supporting(owner: Owner) -> list[Manifest]:
+    """What must exist before a driver pod: in creation order."""
+    return [service_account(owner), role(owner), role_binding(owner), driver_service(owner)]
+
+
+UNITS: Final[Mapping[str, int]] = {"": 1, "k": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def memory_mib(text: str) -> int:
+    """Spark's memory notation (``2g``, ``512m``) in MiB."""
+    match = re.fullmatch(r"(\d+)([kmgt]?)", text.lower())
+    if not match:
+        raise ValueError(f"not a Spark memory amount: {text!r}")
+    number, unit = int(match.group(1)), match.group(2)
+    if unit == "k":
+        return max(1, number // 1024)
+    if unit == "":
+        return max(1, number // (1024 * 1024))
+    return number * UNITS[unit]

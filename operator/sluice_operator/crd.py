@@ -1,0 +1,508 @@
+"""The StreamingPipeline CustomResourceDefinition, generated from the spec model.
+
+The driver parses its configuration with ``sluice_job.spec.PipelineSpec``; the API
+server must accept exactly the manifests that model accepts, and say why it rejects the
+others. So the CRD is not written by hand: ``build_crd`` converts the model's JSON
+schema into a *structural* OpenAPI v3 schema (the only kind the API server serves) and
+adds what a JSON schema cannot say: CEL rules across fields, list semantics, the status
+schema and printer columns. A purely computational module; ``main`` writes the YAML.
+
+Regenerate the committed file with::
+
+    .venv/bin/python -m sluice_operator.crd --output crds/streamingpipelines.sluice.dev.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
+
+from sluice_job.spec import PipelineSpec
+from sluice_operator import naming
+from sluice_operator.model import Phase
+
+Schema = dict[str, Any]
+
+SINGULAR: Final = "streamingpipeline"
+SHORT_NAMES: Final = ("sp", "spipe")
+CATEGORIES: Final = ("sluice",)
+NAME: Final = f"{naming.PLURAL}.{naming.GROUP}"
+FILE_NAME: Final = f"{NAME}.yaml"
+REGENERATE: Final = f".venv/bin/python -m sluice_operator.crd --output crds/{FILE_NAME}"
+MAX_PIPELINE_NAME: Final = 45
+"""Room for the ``-driver-<epoch>`` suffix of pod names within a 63-character label."""
+
+HEADER: Final = (
+    f"# Generated from sluice_job/spec.py by sluice_operator/crd.py; do not edit.\n"
+    f"# Regenerate: {REGENERATE}\n"
+)
+
+# Keywords of a JSON schema that mean the same in a structural OpenAPI v3 schema.
+_KEPT: Final = frozenset(
+    {
+        "type",
+        "description",
+        "enum",
+        "default",
+        "format",
+        "pattern",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "required",
+    }
+)
+# Keywords dropped: documentation only, or said by pruning and strict field validation.
+_DROPPED: Final = frozenset({"title", "$defs"})
+# The order keywords appear in the generated file: what a field is, then its bounds.
+_ORDER: Final = (
+    "type",
+    "description",
+    "format",
+    "enum",
+    "default",
+    "pattern",
+    "minimum",
+    "exclusiveMinimum",
+    "maximum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-validations",
+    "required",
+    "properties",
+    "items",
+    "additionalProperties",
+)
+
+
+class SchemaError(ValueError):
+    """The model uses something the CRD cannot express, or lacks a description."""
+
+
+# -- the model's JSON schema ----------------------------------------------------------
+
+
+class _FactoryDefaults(GenerateJsonSchema):
+    """Also emits defaults made by ``default_factory`` (pydantic leaves them out).
+
+    A model default becomes only its non-default fields (usually ``{}``): the API
+    server then fills the nested defaults itself, each documented where it is declared.
+    """
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is None or schema.get("default_factory_takes_data"):
+            return super().get_default_value(schema)
+        value = factory()  # type: ignore[call-arg]
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        return value if value is not None else NoDefault
+
+
+def model_schema() -> Schema:
+    """The JSON schema of ``PipelineSpec`` with wire (camelCase) names."""
+    return PipelineSpec.model_json_schema(by_alias=True, schema_generator=_FactoryDefaults)
+
+
+# -- JSON schema -> structural schema ------------------------------------------------
+
+
+def structural(node: Mapping[str, Any], defs: Mapping[str, Any], path: str = "spec") -> Schema:
+    """``node`` as a structural schema: references inlined, ``X | None`` as optional X,
+    free-form objects preserved, unknown keywords an error (the build fails loudly)."""
+    if "$ref" in node:
+        return _inline_ref(node, defs, path)
+    if "anyOf" in node:
+        return _optional(node, defs, path)
+    result: Schema = {}
+    for key, value in node.items():
+        if key in _KEPT:
+            if not (key == "default" and value is None):
+                result[key] = value
+        elif key == "properties":
+            result[key] = {
+                name: structural(sub, defs, f"{path}.{name}") for name, sub in value.items()
+            }
+        elif key == "items":
+            result[key] = structural(value, defs, f"{path}[]")
+        elif key == "additionalProperties":
+            result.update(_additional(value, defs, path, has_properties="properties" in node))
+        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+            # JSON Schema 2020 gives the bound; OpenAPI v3.0 a flag next to min/max.
+            result[key.replace("exclusiveM", "m")] = value
+            result[key] = True
+        elif key not in _DROPPED:
+            raise SchemaError(f"{path}: the CRD cannot express JSON schema keyword {key!r}")
+    return result
+
+
+def _inline_ref(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> Schema:
+    """The referenced definition, with the referring node's keywords taking precedence
+    (the field's description says more about it than the class docstring)."""
+    target = defs[node["$ref"].removeprefix("#/$defs/")]
+    siblings = {key: value for key, value in node.items() if key != "$ref"}
+    return {**structural(target, defs, path), **structural(siblings, defs, path)}
+
+
+def _optional(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> Schema:
+    """``anyOf: [X, {type: null}]`` is X: optional means absent, not required."""
+    choices = [choice for choice in node["anyOf"] if choice != {"type": "null"}]
+    if len(choices) != 1:
+        raise SchemaError(f"{path}: unions other than 'X | None' have no structural form")
+    siblings = {key: value for key, value in node.items() if key != "anyOf"}
+    return {**structural(choices[0], defs, path), **structural(siblings, defs, path)}
+
+
+def _additional(value: Any, defs: Mapping[str, Any], path: str, *, has_properties: bool) -> Schema:
+    if value is False and has_properties:
+        return {}  # unknown fields: pruned, or rejected under strict field validation
+    if value is True or value == {}:
+        return {"x-kubernetes-preserve-unknown-fields": True}  # dict[str, Any]
+    if isinstance(value, Mapping) and not has_properties:
+        return {"additionalProperties": structural(value, defs, f"{path}[*]")}
+    raise SchemaError(f"{path}: additionalProperties={value!r} has no structural form")
+
+
+# -- what the JSON schema cannot say ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A CEL rule (``x-kubernetes-validations``) of the schema at some spec path."""
+
+    rule: str
+    message: str
+    field_path: str | None = None
+    reason: str | None = None
+
+    def render(self) -> Schema:
+        result: Schema = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            result["fieldPath"] = self.field_path
+        if self.reason:
+            result["reason"] = self.reason
+        return result
+
+
+_DEAD_LETTER_LOOP: Final = (
+    "!has(self.deadLetter) || !(self.deadLetter.kafka.topic in self.source.kafka.topics)"
+    " || (has(self.deadLetter.kafka.bootstrapServers)"
+    " && self.deadLetter.kafka.bootstrapServers != self.source.kafka.bootstrapServers)"
+)
+
+SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
+    "spec": (
+        Rule(
+            _DEAD_LETTER_LOOP,
+            "deadLetter.kafka.topic must not be one of source.kafka.topics: rejected "
+            "records would be read again, and rejected again, forever",
+            field_path=".deadLetter.kafka.topic",
+        ),
+        Rule(
+            "!self.source.kafka.backpressure.enabled || self.trigger.intervalSeconds > 0",
+            "source.kafka.backpressure.enabled needs trigger.intervalSeconds > 0: the cap is "
+            "sized to a fraction of the interval",
+            field_path=".trigger.intervalSeconds",
+        ),
+    ),
+    "spec.image": (Rule("!self.matches(r'\\s')", "image must not contain whitespace"),),
+    "spec.sink": (
+        Rule(
+            "has(self.cassandra) != has(self.datastore)",
+            "set exactly one of sink.cassandra or sink.datastore",
+        ),
+    ),
+    "spec.restart": (
+        Rule(
+            "self.maxBackoffSeconds >= self.backoffSeconds",
+            "restart.maxBackoffSeconds must be at least restart.backoffSeconds",
+            field_path=".maxBackoffSeconds",
+        ),
+    ),
+    "spec.spark.conf": (
+        Rule(
+            "self.all(key, key.startsWith('spark.'))",
+            "every spark.conf key starts with 'spark.' (Spark ignores other keys)",
+        ),
+    ),
+    "spec.checkpoint.cassandra.keyspace": (
+        Rule(
+            "self == oldSelf",
+            "checkpoint.cassandra.keyspace is immutable: a new keyspace holds none of the "
+            "committed offsets; create a new pipeline to start over",
+        ),
+    ),
+}
+
+# Lists whose items must be unique: the API server reports the duplicate by index.
+SET_LISTS: Final = (
+    "spec.source.kafka.topics",
+    "spec.sink.cassandra.contactPoints",
+    "spec.checkpoint.cassandra.contactPoints",
+)
+
+SPEC_DESCRIPTION: Final = (
+    "What the pipeline runs: a Kafka source read in bounded micro-batches, a user "
+    "transform, exactly one idempotent sink, and the Cassandra checkpoint store whose "
+    "commits fence older drivers."
+)
+
+
+def _walk(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
+    """Every object schema under ``schema`` with its dotted path (``[]`` for items)."""
+    yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from _walk(sub, f"{path}.{name}")
+    if "items" in schema:
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}[*]")
+
+
+def _at(schema: Schema, path: str) -> Schema:
+    found = dict(_walk(schema, "spec")).get(path)
+    if found is None:
+        raise SchemaError(f"{path}: no such field in the spec model (rule or list type)")
+    return found
+
+
+def spec_schema() -> Schema:
+    """The structural schema of ``spec``, with CEL rules and list types added."""
+    raw = model_schema()
+    result = structural(raw, raw.get("$defs", {}))
+    result["description"] = SPEC_DESCRIPTION
+    for path, rules in SPEC_RULES.items():
+        _at(result, path)["x-kubernetes-validations"] = [rule.render() for rule in rules]
+    for path in SET_LISTS:
+        _at(result, path)["x-kubernetes-list-type"] = "set"
+    return result
+
+
+# -- status ---------------------------------------------------------------------------
+
+
+def _field(kind: str, description: str, **extra: Any) -> Schema:
+    return {"type": kind, "description": description, **extra}
+
+
+def _condition() -> Schema:
+    return _field(
+        "object",
+        "An observation of one aspect of the pipeline (Ready, Fenced, ...).",
+        required=["type", "status"],
+        properties={
+            "type": _field("string", "What the condition is about, e.g. Ready."),
+            "status": _field(
+                "string", "True, False or Unknown.", enum=["True", "False", "Unknown"]
+            ),
+            "reason": _field("string", "One CamelCase word saying why."),
+            "message": _field("string", "What happened, for humans."),
+            "lastTransitionTime": _field(
+                "string", "When the status last changed.", format="date-time"
+            ),
+            "observedGeneration": _field(
+                "integer", "The metadata.generation this condition is about.", minimum=0
+            ),
+        },
+    )
+
+
+def status_schema() -> Schema:
+    """What the operator writes. Unknown fields are kept: its bookkeeping lives there."""
+    return _field(
+        "object",
+        "Observed state, written by the operator (its write-ahead log: written before "
+        "it acts, so a restarted operator resumes where it stopped).",
+        **{"x-kubernetes-preserve-unknown-fields": True},
+        properties={
+            "phase": _field(
+                "string", "Lifecycle phase of the pipeline.", enum=[p.value for p in Phase]
+            ),
+            "epoch": _field(
+                "integer",
+                "Epoch of the current driver: increases with every driver pod, and "
+                "fences the drivers of older epochs out of the checkpoint store.",
+                minimum=0,
+            ),
+            "driverPod": _field("string", "Name of the current driver pod."),
+            "image": _field("string", "Job image of the current driver."),
+            "lastCommit": _field(
+                "object",
+                "The newest micro-batch whose offsets were committed.",
+                properties={
+                    "batchId": _field("integer", "Id of the batch.", minimum=0),
+                    "time": _field("string", "When it was committed.", format="date-time"),
+                },
+            ),
+            "restarts": _field("integer", "Driver pods restarted after a failure.", minimum=0),
+            "observedGeneration": _field(
+                "integer", "The metadata.generation the operator last acted on.", minimum=0
+            ),
+            "message": _field("string", "Why the pipeline is in its phase, for humans."),
+            "conditions": _field(
+                "array",
+                "Current conditions of the pipeline, one per type.",
+                items=_condition(),
+                **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+            ),
+        },
+    )
+
+
+# -- the CRD --------------------------------------------------------------------------
+
+
+def _name_rule() -> Schema:
+    return Rule(
+        f"size(self.metadata.name) <= {MAX_PIPELINE_NAME}"
+        " && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+        f"metadata.name must be a DNS label (lower case letters, digits, '-'; starting "
+        f"with a letter) of at most {MAX_PIPELINE_NAME} characters: the driver's pod and "
+        f"Service are named after it",
+        field_path=".metadata.name",
+    ).render()
+
+
+def root_schema() -> Schema:
+    return _field(
+        "object",
+        "A PySpark streaming pipeline from Kafka to one sink, run by the Sluice operator "
+        "as exactly one driver pod, with offsets committed after each write.",
+        required=["spec"],
+        properties={
+            "apiVersion": _field("string", "Versioned schema of this object."),
+            "kind": _field("string", "REST resource this object represents."),
+            "metadata": _field("object", "Standard object metadata."),
+            "spec": spec_schema(),
+            "status": status_schema(),
+        },
+        **{"x-kubernetes-validations": [_name_rule()]},
+    )
+
+
+def _column(name: str, kind: str, path: str, description: str, priority: int = 0) -> Schema:
+    column = {"name": name, "type": kind, "jsonPath": path, "description": description}
+    return {**column, "priority": priority} if priority else column
+
+
+def printer_columns() -> list[Schema]:
+    """``kubectl get`` columns; priority 1 ones show with ``-o wide``."""
+    return [
+        _column("Phase", "string", ".status.phase", "Lifecycle phase."),
+        _column("Epoch", "integer", ".status.epoch", "Epoch of the current driver."),
+        _column("Image", "string", ".status.image", "Job image of the current driver."),
+        _column("Last Commit", "date", ".status.lastCommit.time", "Newest committed batch."),
+        _column("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+        _column("Batch", "integer", ".status.lastCommit.batchId", "Newest batch id.", 1),
+        _column("Driver", "string", ".status.driverPod", "Current driver pod.", 1),
+        _column("Restarts", "integer", ".status.restarts", "Restarts after failures.", 1),
+        _column("Suspended", "boolean", ".spec.suspend", "Stopped on request.", 1),
+    ]
+
+
+def build_crd() -> Schema:
+    """The CustomResourceDefinition, as a plain manifest. Raises ``SchemaError`` when
+    the model has a field without a description or a type the CRD cannot express."""
+    schema = canonical(root_schema())
+    missing = missing_descriptions(schema)
+    if missing:
+        raise SchemaError(f"fields without a description: {', '.join(missing)}")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": NAME, "labels": {"app.kubernetes.io/part-of": "sluice"}},
+        "spec": {
+            "group": naming.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": naming.KIND,
+                "listKind": f"{naming.KIND}List",
+                "plural": naming.PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": list(CATEGORIES),
+            },
+            "versions": [
+                {
+                    "name": naming.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": printer_columns(),
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+def canonical(schema: Mapping[str, Any]) -> Schema:
+    """``schema`` with keywords in one fixed order at every level, for a readable file."""
+    result: Schema = {key: schema[key] for key in _ORDER if key in schema}
+    result.update((key, value) for key, value in schema.items() if key not in result)
+    if "properties" in result:
+        result["properties"] = {k: canonical(v) for k, v in result["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(result.get(key), dict):
+            result[key] = canonical(result[key])
+    return result
+
+
+def missing_descriptions(schema: Schema, path: str = "") -> list[str]:
+    """Paths of properties without a description (``kubectl explain`` shows nothing)."""
+    missing: list[str] = []
+    for name, sub in schema.get("properties", {}).items():
+        where = f"{path}.{name}".lstrip(".")
+        if not str(sub.get("description", "")).strip():
+            missing.append(where)
+        missing.extend(missing_descriptions(sub, where))
+    if "items" in schema:
+        missing.extend(missing_descriptions(schema["items"], f"{path}[]"))
+    if isinstance(schema.get("additionalProperties"), dict):
+        missing.extend(missing_descriptions(schema["additionalProperties"], f"{path}[*]"))
+    return missing
+
+
+# -- YAML -----------------------------------------------------------------------------
+
+
+def render(crd: Mapping[str, Any]) -> str:
+    """The committed file's text: a header, then the manifest in a stable order."""
+    return HEADER + yaml.safe_dump(dict(crd), sort_keys=False, width=100, allow_unicode=True)
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], object] = print) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sluice_operator.crd",
+        description="Print the StreamingPipeline CRD generated from the spec model.",
+    )
+    parser.add_argument("--output", type=Path, metavar="FILE", help="write FILE instead")
+    args = parser.parse_args(argv)
+    text = render(build_crd())
+    if args.output is None:
+        out(text.rstrip("\n"))
+    else:
+        args.output.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

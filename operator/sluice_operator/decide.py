@@ -1,0 +1,391 @@
+"""The lifecycle rules: from what is observed to what must be done.
+
+A purely computational function with no side effects; ``reconcile`` observes the
+pipeline, its driver pods and their nodes, calls :func:`decide`, and applies the
+returned actions in order. Rules, in the order they are checked:
+
+* deleted or suspended: stop the driver cleanly (it commits and exits 0); a driver
+  on a lost node is removed at once (it is fenced if it ever runs again);
+* no driver: start one with the next epoch, unless a restart back-off is pending
+  or the pipeline Failed and its spec has not changed since;
+* the driver exited: 0 → start the next (the spec changed, or it stopped by itself);
+  2 → Failed with the driver's message; 3 → it was fenced, start a newer one;
+  anything else → back-off, then restart; Failed after ``maxFailures`` in a row;
+* the driver's node is lost for ``failover.nodeLostSeconds``: start a new driver
+  elsewhere first, then remove the old pod object;
+* the spec changed in a field the driver reads: clean stop, then a new driver.
+
+Every new epoch is written to the status before its pod is created, so an operator
+restarted at any instant resumes from the status alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sluice_job.spec import PipelineSpec
+from sluice_operator import builders, changes, naming
+from sluice_operator.actions import (
+    Action,
+    CreatePod,
+    Decision,
+    Emit,
+    EnsureObjects,
+    RemovePod,
+    StopPod,
+    WriteStatus,
+)
+from sluice_operator.model import LastCommit, Observed, Phase, PodView, Status, StopReason
+
+EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = 0, 2, 3
+
+
+@dataclass(frozen=True)
+class Settings:
+    requeue_seconds: float = 2.0
+    stable_seconds: float = 60.0
+    """A driver running this long resets the count of failures in a row."""
+
+
+DEFAULTS = Settings()
+
+
+def decide(obs: Observed, settings: Settings = DEFAULTS) -> Decision:
+    if obs.spec is None:
+        return _invalid(obs)
+    current = next((p for p in obs.pods if p.name == obs.status.driver_pod), None)
+    actions = _cleanup([p for p in obs.pods if p is not current], obs)
+    if obs.deleting:
+        return _stop(obs, obs.spec, current, StopReason.DELETE, actions, settings)
+    if obs.spec.suspend:
+        return _stop(obs, obs.spec, current, StopReason.SUSPEND, actions, settings)
+    if current is None:
+        return _without_driver(obs, obs.spec, actions, settings)
+    if current.terminated:
+        return _after_exit(obs, obs.spec, current, actions, settings)
+    return _while_running(obs, obs.spec, current, actions, settings)
+
+
+# -- the cases ---------------------------------------------------------------------
+
+
+def _stop(
+    obs: Observed,
+    spec: PipelineSpec,
+    current: PodView | None,
+    reason: StopReason,
+    actions: list[Action],
+    settings: Settings,
+) -> Decision:
+    alive = [p for p in obs.pods if not p.terminated]
+    status = obs.status
+    if current is not None and not current.terminated:
+        if _node_lost(obs, spec, current):
+            actions.append(RemovePod(current.name))
+        elif not current.deleting:
+            actions.append(StopPod(current.name))
+            actions.append(Emit("Normal", "Stopping", f"stopping {current.name} ({reason})"))
+        status = replace(status, phase=Phase.STOPPING, stop_reason=reason)
+    elif alive:
+        status = replace(status, phase=Phase.STOPPING, stop_reason=reason)
+    elif reason is StopReason.DELETE:
+        return Decision((*actions, *_write(obs, status)), finished=True)
+    else:
+        if current is not None:
+            status = _note_exit(status, current)
+        status = replace(status, phase=Phase.SUSPENDED, driver_pod=None, stop_reason=None)
+        if obs.status.phase is not Phase.SUSPENDED:
+            actions.append(Emit("Normal", "Suspended", "driver stopped; pipeline suspended"))
+    status = _with_ready(status, obs.now)
+    return Decision((*actions, *_write(obs, status)), settings.requeue_seconds if alive else None)
+
+
+def _without_driver(
+    obs: Observed, spec: PipelineSpec, actions: list[Action], settings: Settings
+) -> Decision:
+    status = obs.status
+    if status.phase is Phase.FAILED and status.observed_generation == obs.generation:
+        return Decision(tuple(actions))
+    if status.phase is Phase.FAILED:
+        status = replace(status, failures=0, next_start_at=None, message="")
+    if status.next_start_at:
+        wait = (datetime.fromisoformat(status.next_start_at) - obs.now).total_seconds()
+        if wait > 0:
+            return Decision(tuple(actions), requeue_after=min(wait, settings.requeue_seconds * 5))
+    if status.stop_reason is StopReason.UPGRADE:
+        phase = Phase.UPGRADING
+    elif status.epoch == 0:
+        phase = Phase.STARTING
+    else:
+        phase = Phase.RECOVERING
+    return _start(obs, spec, status, phase, actions, settings)
+
+
+def _after_exit(
+    obs: Observed, spec: PipelineSpec, pod: PodView, actions: list[Action], settings: Settings
+) -> Decision:
+    status = _note_exit(obs.status, pod)
+    message = _termination(pod)
+    code = pod.exit_code
+    if code == EXIT_CLEAN:
+        upgrading = status.stop_reason is StopReason.UPGRADE or _changed(status, spec)
+        phase = Phase.UPGRADING if upgrading else Phase.RECOVERING
+        if not upgrading:
+            status = replace(status, restarts=status.restarts + 1)
+        return _start(obs, spec, status, phase, [*actions, RemovePod(pod.name)], settings)
+    if code == EXIT_CONFIG:
+        text = str(message.get("message") or pod.message or "invalid configuration")
+        failed = replace(status, phase=Phase.FAILED, driver_pod=None, message=text)
+        failed = replace(failed, observed_generation=obs.generation)
+        return Decision(
+            (
+                *actions,
+                Emit("Warning", "InvalidConfig", text),
+                *_write(obs, _with_ready(failed, obs.now)),
+            )
+        )
+    if code == EXIT_FENCED:
+        floor = int(message.get("heldByEpoch") or 0)
+        status = replace(status, restarts=status.restarts + 1)
+        actions += [Emit("Warning", "Fenced", f"{pod.name} was fenced by a newer epoch")]
+        return _start(obs, spec, status, Phase.RECOVERING, actions, settings, epoch_floor=floor)
+    return _failed(obs, spec, status, pod, str(message.get("message") or pod.message), actions)
+
+
+def _failed(
+    obs: Observed,
+    spec: PipelineSpec,
+    status: Status,
+    pod: PodView,
+    why: str,
+    actions: list[Action],
+) -> Decision:
+    failures = status.failures + 1
+    text = f"{pod.name} exited {pod.exit_code}: {why}".strip()
+    if failures >= spec.restart.max_failures:
+        status = replace(
+            status,
+            phase=Phase.FAILED,
+            failures=failures,
+            driver_pod=None,
+            observed_generation=obs.generation,
+            message=f"{failures} failures in a row; last: {text}",
+        )
+        actions.append(Emit("Warning", "Failed", status.message))
+        return Decision((*actions, *_write(obs, _with_ready(status, obs.now))))
+    delay = min(
+        spec.restart.backoff_seconds * 2 ** (failures - 1), spec.restart.max_backoff_seconds
+    )
+    status = replace(
+        status,
+        phase=Phase.RECOVERING,
+        failures=failures,
+        driver_pod=None,
+        restarts=status.restarts + 1,
+        next_start_at=(obs.now + timedelta(seconds=delay)).isoformat(),
+        message=text,
+    )
+    actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting in {delay}s"))
+    return Decision((*actions, *_write(obs, _with_ready(status, obs.now))), float(delay))
+
+
+def _while_running(
+    obs: Observed, spec: PipelineSpec, pod: PodView, actions: list[Action], settings: Settings
+) -> Decision:
+    status = obs.status
+    if _node_lost(obs, spec, pod):
+        message = f"node {pod.node} of {pod.name} lost for {spec.failover.node_lost_seconds}s"
+        status = replace(status, restarts=status.restarts + 1)
+        status = replace(
+            status,
+            conditions=_set_condition(status, "Fenced", "True", "NodeLost", message, obs.now),
+        )
+        decision = _start(
+            obs,
+            spec,
+            status,
+            Phase.RECOVERING,
+            [*actions, Emit("Warning", "NodeLost", message)],
+            settings,
+        )
+        return replace(decision, actions=(*decision.actions, RemovePod(pod.name)))
+    if pod.deleting:
+        phase = Phase.UPGRADING if status.stop_reason is StopReason.UPGRADE else status.phase
+        return Decision(
+            (*actions, *_write(obs, replace(status, phase=phase))), settings.requeue_seconds
+        )
+    if _changed(status, spec):
+        status = replace(status, phase=Phase.UPGRADING, stop_reason=StopReason.UPGRADE)
+        actions += [
+            StopPod(pod.name),
+            Emit("Normal", "Upgrading", f"spec changed: stopping {pod.name} cleanly"),
+        ]
+        return Decision(
+            (*actions, *_write(obs, _with_ready(status, obs.now))), settings.requeue_seconds
+        )
+    return _steady(obs, status, pod, actions, settings)
+
+
+def _steady(
+    obs: Observed, status: Status, pod: PodView, actions: list[Action], settings: Settings
+) -> Decision:
+    running = pod.phase.value == "Running"
+    if running:
+        phase = Phase.RUNNING
+    elif status.phase in (Phase.UPGRADING, Phase.RECOVERING):
+        phase = status.phase
+    else:
+        phase = Phase.STARTING
+    status = replace(status, phase=phase, observed_generation=obs.generation)
+    stable = pod.running_since is not None and (
+        (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
+    )
+    if stable and status.failures:
+        status = replace(status, failures=0, message="")
+    if running and status.phase is not obs.status.phase:
+        actions.append(Emit("Normal", "Running", f"{pod.name} (epoch {pod.epoch}) is running"))
+    status = _with_ready(status, obs.now)
+    requeue = None if running and stable else settings.requeue_seconds
+    return Decision((*actions, *_write(obs, status)), requeue)
+
+
+def _invalid(obs: Observed) -> Decision:
+    status = replace(
+        obs.status,
+        phase=Phase.FAILED,
+        message=f"invalid spec: {obs.spec_error}",
+        observed_generation=obs.generation,
+    )
+    actions: list[Action] = [
+        StopPod(p.name) for p in obs.pods if not p.terminated and not p.deleting
+    ]
+    return Decision((*actions, *_write(obs, _with_ready(status, obs.now))), finished=obs.deleting)
+
+
+# -- building blocks --------------------------------------------------------------
+
+
+def _start(
+    obs: Observed,
+    spec: PipelineSpec,
+    status: Status,
+    phase: Phase,
+    actions: list[Action],
+    settings: Settings,
+    epoch_floor: int = 0,
+) -> Decision:
+    """Write the next epoch ahead, then create its pod."""
+    epoch = max(status.epoch, epoch_floor) + 1
+    digest = changes.spec_hash(spec)
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid)
+    status = replace(
+        status,
+        phase=phase,
+        epoch=epoch,
+        driver_pod=naming.driver_pod(obs.name, epoch),
+        image=spec.image,
+        spec_hash=digest,
+        stop_reason=None,
+        next_start_at=None,
+        observed_generation=obs.generation,
+    )
+    status = _with_ready(status, obs.now)
+    return Decision(
+        (
+            *actions,
+            WriteStatus(status),
+            EnsureObjects(tuple(builders.supporting(owner))),
+            CreatePod(builders.driver_pod(owner, spec, epoch, digest)),
+            Emit("Normal", "DriverCreated", f"{status.driver_pod} (epoch {epoch}, {spec.image})"),
+        ),
+        settings.requeue_seconds,
+    )
+
+
+def _cleanup(others: list[PodView], obs: Observed) -> list[Action]:
+    """Older drivers: remove the finished ones (keeping the newest for inspection),
+    stop a running one, remove one whose node is lost."""
+    actions: list[Action] = []
+    finished = sorted((p for p in others if p.terminated), key=lambda p: p.epoch)
+    actions += [RemovePod(p.name) for p in finished[:-1]]
+    for pod in others:
+        if pod.terminated or obs.spec is None:
+            continue
+        if _node_lost(obs, obs.spec, pod):
+            actions.append(RemovePod(pod.name))
+        elif not pod.deleting:
+            actions.append(StopPod(pod.name))
+    return actions
+
+
+def _node_lost(obs: Observed, spec: PipelineSpec, pod: PodView) -> bool:
+    if pod.node is None:
+        return False
+    node = obs.nodes.get(pod.node)
+    if node is None:
+        return True
+    if node.ready or node.not_ready_since is None:
+        return False
+    lost_for = (obs.now - node.not_ready_since).total_seconds()
+    return lost_for >= spec.failover.node_lost_seconds
+
+
+def _changed(status: Status, spec: PipelineSpec) -> bool:
+    return changes.classify(status.spec_hash, spec) is changes.Change.RESTART
+
+
+def _termination(pod: PodView) -> dict[str, Any]:
+    try:
+        value = json.loads(pod.message)
+    except (json.JSONDecodeError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _note_exit(status: Status, pod: PodView) -> Status:
+    """Record the last commit a driver reported when it exited."""
+    message = _termination(pod)
+    batch = message.get("lastBatchId")
+    if (
+        isinstance(batch, int)
+        and batch > 0
+        and (status.last_commit is None or batch >= status.last_commit.batch_id)
+    ):
+        when = str(message.get("committedAt") or message.get("time") or "")
+        return replace(status, last_commit=LastCommit(batch, when))
+    return status
+
+
+def _write(obs: Observed, status: Status) -> tuple[Action, ...]:
+    return (WriteStatus(status),) if status != obs.status else ()
+
+
+def _with_ready(status: Status, now: datetime) -> Status:
+    ready = "True" if status.phase is Phase.RUNNING else "False"
+    return replace(
+        status,
+        conditions=_set_condition(status, "Ready", ready, status.phase.value, status.message, now),
+    )
+
+
+def _set_condition(
+    status: Status, kind: str, value: str, reason: str, message: str, now: datetime
+) -> tuple[dict[str, Any], ...]:
+    kept = [dict(c) for c in status.conditions if c.get("type") != kind]
+    previous = next((c for c in status.conditions if c.get("type") == kind), None)
+    since = (
+        previous.get("lastTransitionTime")
+        if previous is not None and previous.get("status") == value
+        else now.isoformat()
+    )
+    condition = {
+        "type": kind,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    return (*kept, condition)

@@ -1,0 +1,200 @@
+"""The operator's Kubernetes I/O: reading pipelines, driver pods and nodes into the
+plain values of ``model``, and performing the actions ``decide`` returns.
+
+Uses the official ``kubernetes`` client (synchronous; kopf runs sync handlers in a
+thread pool). Creation is idempotent (409 means it already exists), deletion
+tolerates 404, and the status is written with a merge patch on the status
+subresource, so every action can safely be repeated by a restarted operator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from sluice_operator import naming
+from sluice_operator.actions import (
+    Action,
+    CreatePod,
+    Emit,
+    EnsureObjects,
+    RemovePod,
+    StopPod,
+    WriteStatus,
+)
+from sluice_operator.model import NodeView, PodPhase, PodView
+
+LOG = logging.getLogger("sluice_operator")
+MERGE: Final = "application/merge-patch+json"
+TIMEOUT: Final = 15.0
+
+
+class Kube:
+    def __init__(self, api: client.ApiClient | None = None) -> None:
+        self.api = api or client.ApiClient()
+        self.core = client.CoreV1Api(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    @classmethod
+    def from_environment(cls) -> Kube:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        return cls()
+
+    # -- observe ---------------------------------------------------------------
+
+    def driver_pods(self, namespace: str, pipeline: str) -> tuple[PodView, ...]:
+        selector = ",".join(f"{k}={v}" for k, v in naming.selector(pipeline).items())
+        pods = self.core.list_namespaced_pod(
+            namespace, label_selector=selector, _request_timeout=TIMEOUT
+        )
+        return tuple(pod_view(p) for p in pods.items)
+
+    def nodes(self, names: Iterable[str]) -> dict[str, NodeView]:
+        result = {}
+        for name in set(names):
+            try:
+                node = self.core.read_node(name, _request_timeout=TIMEOUT)
+            except ApiException as err:
+                if err.status == 404:
+                    continue
+                raise
+            result[name] = node_view(node)
+        return result
+
+    # -- act -------------------------------------------------------------------
+
+    def apply(self, namespace: str, pipeline: str, action: Action) -> None:
+        match action:
+            case WriteStatus(status):
+                self.custom.patch_namespaced_custom_object_status(
+                    naming.GROUP,
+                    naming.VERSION,
+                    namespace,
+                    naming.PLURAL,
+                    pipeline,
+                    {"status": status.to_patch()},
+                    _content_type=MERGE,
+                    _request_timeout=TIMEOUT,
+                )
+            case EnsureObjects(manifests):
+                for manifest in manifests:
+                    self.ensure(manifest)
+            case CreatePod(manifest):
+                self._create(
+                    lambda: self.core.create_namespaced_pod(
+                        namespace, client.V1Pod.model_validate(manifest), _request_timeout=TIMEOUT
+                    )
+                )
+            case StopPod(name):
+                self._delete_pod(namespace, name, grace=None)
+            case RemovePod(name):
+                self._delete_pod(namespace, name, grace=0)
+            case Emit(kind, reason, message):
+                self.event(namespace, pipeline, kind, reason, message)
+
+    def ensure(self, manifest: Mapping[str, Any]) -> None:
+        namespace = manifest["metadata"]["namespace"]
+        kind = manifest["kind"]
+        if kind == "ServiceAccount":
+            body: Any = client.V1ServiceAccount.model_validate(manifest)
+            self._create(lambda: self.core.create_namespaced_service_account(namespace, body))
+        elif kind == "Service":
+            body = client.V1Service.model_validate(manifest)
+            self._create(lambda: self.core.create_namespaced_service(namespace, body))
+        elif kind == "Role":
+            body = client.V1Role.model_validate(manifest)
+            self._create(lambda: self.rbac.create_namespaced_role(namespace, body))
+        elif kind == "RoleBinding":
+            body = client.V1RoleBinding.model_validate(manifest)
+            self._create(lambda: self.rbac.create_namespaced_role_binding(namespace, body))
+        else:
+            raise ValueError(f"cannot ensure a {kind}")
+
+    def event(self, namespace: str, pipeline: str, kind: str, reason: str, message: str) -> None:
+        now = datetime.now(UTC)
+        body = client.CoreV1Event.model_validate(
+            {
+                "metadata": {"generateName": f"{pipeline}.", "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+                    "kind": naming.KIND,
+                    "name": pipeline,
+                    "namespace": namespace,
+                },
+                "type": kind,
+                "reason": reason,
+                "message": message[:1000],
+                "source": {"component": naming.MANAGED_BY},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+        )
+        try:
+            self.core.create_namespaced_event(namespace, body, _request_timeout=TIMEOUT)
+        except ApiException as err:  # events are best effort; the status is the record
+            LOG.warning(
+                "event %s on %s/%s not recorded: %s", reason, namespace, pipeline, err.reason
+            )
+
+    def _create(self, call: Any) -> None:
+        try:
+            call()
+        except ApiException as err:
+            if err.status != 409:
+                raise
+
+    def _delete_pod(self, namespace: str, name: str, grace: int | None) -> None:
+        try:
+            self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace, _request_timeout=TIMEOUT
+            )
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+def pod_view(pod: Any) -> PodView:
+    meta, status = pod.metadata, pod.status
+    labels = meta.labels or {}
+    container = next(iter(status.container_statuses or []), None) if status else None
+    exit_code, message, running_since = None, "", None
+    if container is not None and container.state is not None:
+        if container.state.terminated is not None:
+            exit_code = container.state.terminated.exit_code
+            message = container.state.terminated.message or container.state.terminated.reason or ""
+        if container.state.running is not None:
+            running_since = container.state.running.started_at
+    phase = PodPhase(status.phase) if status and status.phase else PodPhase.PENDING
+    return PodView(
+        name=meta.name,
+        epoch=int(labels.get(naming.LABEL_EPOCH, "0")),
+        phase=phase,
+        node=pod.spec.node_name if pod.spec else None,
+        deleting=meta.deletion_timestamp is not None,
+        exit_code=exit_code,
+        message=message,
+        running_since=running_since,
+    )
+
+
+def node_view(node: Any) -> NodeView:
+    conditions = (node.status.conditions if node.status else None) or []
+    ready = next((c for c in conditions if c.type == "Ready"), None)
+    if ready is None:
+        return NodeView(node.metadata.name, ready=False, not_ready_since=None)
+    is_ready = ready.status == "True"
+    return NodeView(
+        node.metadata.name,
+        ready=is_ready,
+        not_ready_since=None if is_ready else ready.last_transition_time,
+    )

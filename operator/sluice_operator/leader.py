@@ -1,0 +1,116 @@
+"""Leader election with a coordination.k8s.io Lease: of several operator replicas,
+only the holder of the Lease reconciles; the others wait as hot standbys.
+
+The holder renews every ``renew`` seconds; a Lease not renewed for ``duration``
+seconds may be taken over. Taking and renewing use the Lease's resourceVersion
+(optimistic concurrency), so two replicas can never both hold it. A holder that
+cannot renew within ``duration`` stops the process: better a restart than two
+operators acting at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+LOG = logging.getLogger("sluice_operator.leader")
+
+
+class LeaderElection:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        name: str = "sluice-operator",
+        duration: float = 15.0,
+        renew: float = 2.0,
+    ) -> None:
+        self.leases = client.CoordinationV1Api(api)
+        self.namespace, self.name = namespace, name
+        self.duration, self.renew = duration, renew
+        self.identity = f"{socket.gethostname()}-{os.getpid()}"
+        self.leading = threading.Event()
+
+    def acquire(self) -> None:
+        """Block until this replica holds the Lease, then keep renewing it."""
+        LOG.info("waiting to lead as %s (lease %s/%s)", self.identity, self.namespace, self.name)
+        while not self._try():
+            time.sleep(self.renew)
+        self.leading.set()
+        LOG.info("leading as %s", self.identity)
+        threading.Thread(target=self._keep, name="lease-renewal", daemon=True).start()
+
+    def _keep(self) -> None:
+        last = time.monotonic()
+        while True:
+            time.sleep(self.renew)
+            try:
+                if self._try():
+                    last = time.monotonic()
+                    continue
+                LOG.error("lease %s taken by another replica; exiting", self.name)
+            except Exception as err:  # a failed renewal is retried until the deadline
+                LOG.warning("lease renewal failed: %s", err)
+                if time.monotonic() - last < self.duration:
+                    continue
+            os._exit(1)
+
+    def _try(self) -> bool:
+        now = datetime.now(UTC)
+        try:
+            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            return self._create(now)
+        spec = lease.spec
+        holder = spec.holder_identity if spec else None
+        renewed = spec.renew_time if spec else None
+        expired = renewed is None or renewed + timedelta(seconds=self.duration) < now
+        if holder != self.identity and not expired:
+            return False
+        body = self._body(
+            now, acquired=spec.acquire_time if holder == self.identity and spec else now
+        )
+        body["metadata"]["resourceVersion"] = (
+            lease.metadata.resource_version if lease.metadata else None
+        )
+        try:
+            self.leases.replace_namespaced_lease(
+                self.name, self.namespace, client.V1Lease.model_validate(body)
+            )
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            raise
+        return True
+
+    def _create(self, now: datetime) -> bool:
+        try:
+            self.leases.create_namespaced_lease(
+                self.namespace, client.V1Lease.model_validate(self._body(now, now))
+            )
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            raise
+        return True
+
+    def _body(self, now: datetime, acquired: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.duration),
+                "acquireTime": acquired,
+                "renewTime": now,
+            },
+        }

@@ -1,0 +1,156 @@
+"""What the operator knows about one pipeline, as plain immutable values.
+
+``observe`` fills these from the API; ``decide`` reads them. Keeping the
+decision's inputs free of client objects makes every lifecycle rule a pure function
+that unit tests exercise with hand-made values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sluice_job.spec import PipelineSpec
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    UPGRADING = "Upgrading"
+    STOPPING = "Stopping"
+    SUSPENDED = "Suspended"
+    RECOVERING = "Recovering"
+    FAILED = "Failed"
+
+
+class StopReason(StrEnum):
+    UPGRADE = "upgrade"
+    SUSPEND = "suspend"
+    DELETE = "delete"
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A driver pod as the decision needs it."""
+
+    name: str
+    epoch: int
+    phase: PodPhase
+    node: str | None = None
+    deleting: bool = False
+    exit_code: int | None = None
+    message: str = ""
+    """The driver's termination message (JSON) or the container's reason."""
+    running_since: datetime | None = None
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    ready: bool
+    not_ready_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class LastCommit:
+    batch_id: int
+    time: str
+
+
+@dataclass(frozen=True)
+class Status:
+    """``status`` of a StreamingPipeline; the operator's write-ahead log."""
+
+    phase: Phase = Phase.PENDING
+    epoch: int = 0
+    driver_pod: str | None = None
+    image: str | None = None
+    spec_hash: str | None = None
+    """Hash of the spec the current driver was started with."""
+    stop_reason: StopReason | None = None
+    failures: int = 0
+    """Failed drivers in a row; reset once a driver has run stably."""
+    next_start_at: str | None = None
+    restarts: int = 0
+    observed_generation: int = 0
+    last_commit: LastCommit | None = None
+    message: str = ""
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> Status:
+        raw = raw or {}
+        commit = raw.get("lastCommit")
+        return cls(
+            phase=Phase(raw.get("phase", Phase.PENDING)),
+            epoch=int(raw.get("epoch", 0)),
+            driver_pod=raw.get("driverPod"),
+            image=raw.get("image"),
+            spec_hash=raw.get("specHash"),
+            stop_reason=StopReason(raw["stopReason"]) if raw.get("stopReason") else None,
+            failures=int(raw.get("failures", 0)),
+            next_start_at=raw.get("nextStartAt"),
+            restarts=int(raw.get("restarts", 0)),
+            observed_generation=int(raw.get("observedGeneration", 0)),
+            last_commit=(
+                LastCommit(int(commit["batchId"]), str(commit["time"])) if commit else None
+            ),
+            message=str(raw.get("message", "")),
+            conditions=tuple(raw.get("conditions", ())),
+        )
+
+    def to_patch(self) -> dict[str, Any]:
+        """The whole status as a merge patch (``None`` clears a field)."""
+        return {
+            "phase": self.phase.value,
+            "epoch": self.epoch,
+            "driverPod": self.driver_pod,
+            "image": self.image,
+            "specHash": self.spec_hash,
+            "stopReason": self.stop_reason.value if self.stop_reason else None,
+            "failures": self.failures,
+            "nextStartAt": self.next_start_at,
+            "restarts": self.restarts,
+            "observedGeneration": self.observed_generation,
+            "lastCommit": (
+                {"batchId": self.last_commit.batch_id, "time": self.last_commit.time}
+                if self.last_commit
+                else None
+            ),
+            "message": self.message,
+            "conditions": [dict(c) for c in self.conditions],
+        }
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one reconcile of one pipeline looks at."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: PipelineSpec | None
+    spec_error: str | None
+    status: Status
+    pods: tuple[PodView, ...]
+    nodes: Mapping[str, NodeView]
+    deleting: bool
+    now: datetime
+    raw_spec: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,73 @@
+"""One idempotent reconcile of one pipeline: observe → decide → apply → metrics.
+
+Called from kopf's create/update/resume/delete handlers and from a timer; a lock
+per pipeline makes calls for the same pipeline take turns, since the timer and the
+change handlers of one object may run at the same time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from sluice_job.config import describe
+from sluice_job.spec import PipelineSpec
+from sluice_operator import metrics
+from sluice_operator.actions import Decision
+from sluice_operator.decide import DEFAULTS, Settings, decide
+from sluice_operator.kube import Kube
+from sluice_operator.model import Observed, Status
+
+_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+def parse_spec(raw: Mapping[str, Any]) -> tuple[PipelineSpec | None, str | None]:
+    try:
+        return PipelineSpec.model_validate(dict(raw)), None
+    except ValidationError as err:
+        return None, describe(err)
+
+
+def reconcile(
+    kube: Kube,
+    body: Mapping[str, Any],
+    *,
+    deleting: bool = False,
+    settings: Settings = DEFAULTS,
+) -> Decision:
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    with _locks[f"{namespace}/{name}"]:
+        observed = observe(kube, body, deleting=deleting)
+        decision = decide(observed, settings)
+        for action in decision.actions:
+            kube.apply(namespace, name, action)
+        metrics.record(observed, decision)
+        return decision
+
+
+def observe(kube: Kube, body: Mapping[str, Any], *, deleting: bool) -> Observed:
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    spec, error = parse_spec(body.get("spec") or {})
+    pods = kube.driver_pods(namespace, name)
+    nodes = kube.nodes(p.node for p in pods if p.node)
+    return Observed(
+        name=name,
+        namespace=namespace,
+        uid=meta["uid"],
+        generation=int(meta.get("generation", 1)),
+        spec=spec,
+        spec_error=error,
+        status=Status.parse(body.get("status")),
+        pods=pods,
+        nodes=nodes,
+        deleting=deleting or meta.get("deletionTimestamp") is not None,
+        now=datetime.now(UTC),
+        raw_spec=body.get("spec") or {},
+    )

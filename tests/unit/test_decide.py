@@ -1,0 +1,201 @@
+"""The operator's lifecycle rules, on hand-made observations."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from sluice_job.spec import PipelineSpec
+from sluice_operator import changes, naming
+from sluice_operator.actions import CreatePod, Decision, RemovePod, StopPod, WriteStatus
+from sluice_operator.decide import decide
+from sluice_operator.model import NodeView, Observed, Phase, PodPhase, PodView, Status, StopReason
+
+pytestmark = pytest.mark.unit
+NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+SPEC: dict[str, Any] = {
+    "image": "sluice-job:v1",
+    "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
+    "transform": {"entrypoint": "sluice_job.examples.kpi:transform"},
+    "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "a", "table": "t"}},
+    "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+    "failover": {"nodeLostSeconds": 30},
+    "restart": {"backoffSeconds": 10, "maxBackoffSeconds": 60, "maxFailures": 3},
+}
+
+
+def spec(**changes_: Any) -> PipelineSpec:
+    return PipelineSpec.model_validate({**SPEC, **changes_})
+
+
+def observed(status: Status, pods: tuple[PodView, ...] = (), **kw: Any) -> Observed:
+    values: dict[str, Any] = {
+        "name": "kpis",
+        "namespace": "ns",
+        "uid": "u1",
+        "generation": 1,
+        "spec": spec(),
+        "spec_error": None,
+        "status": status,
+        "pods": pods,
+        "nodes": {"n1": NodeView("n1", True), "n2": NodeView("n2", True)},
+        "deleting": False,
+        "now": NOW,
+    }
+    values.update(kw)
+    return Observed(**values)
+
+
+def running(epoch: int = 4, node: str = "n1") -> tuple[Status, PodView]:
+    pod = PodView(
+        naming.driver_pod("kpis", epoch),
+        epoch,
+        PodPhase.RUNNING,
+        node,
+        running_since=NOW - timedelta(seconds=5),
+    )
+    status = Status(
+        phase=Phase.RUNNING,
+        epoch=epoch,
+        driver_pod=pod.name,
+        image="sluice-job:v1",
+        spec_hash=changes.spec_hash(spec()),
+    )
+    return status, pod
+
+
+def exited(code: int, message: dict[str, Any] | None = None) -> tuple[Status, PodView]:
+    status, pod = running()
+    return status, replace(
+        pod,
+        phase=PodPhase.FAILED if code else PodPhase.SUCCEEDED,
+        exit_code=code,
+        message=json.dumps(message or {}),
+    )
+
+
+def kinds(decision: Decision) -> list[str]:
+    return [type(a).__name__ for a in decision.actions]
+
+
+def written(decision: Decision) -> Status:
+    return [a.status for a in decision.actions if isinstance(a, WriteStatus)][-1]
+
+
+def test_new_pipeline_writes_epoch_1_before_creating_its_pod() -> None:
+    decision = decide(observed(Status()))
+    order = kinds(decision)
+    assert order.index("WriteStatus") < order.index("CreatePod")
+    status = written(decision)
+    assert (status.epoch, status.driver_pod, status.phase) == (1, "kpis-driver-1", Phase.STARTING)
+    pod = next(a.manifest for a in decision.actions if isinstance(a, CreatePod))
+    assert pod["metadata"]["name"] == "kpis-driver-1"
+    assert pod["metadata"]["labels"][naming.LABEL_EPOCH] == "1"
+
+
+def test_running_driver_with_unchanged_spec_needs_nothing_but_status() -> None:
+    status, pod = running()
+    decision = decide(observed(status, (pod,)))
+    assert not [a for a in decision.actions if isinstance(a, (CreatePod, StopPod, RemovePod))]
+
+
+def test_failed_driver_restarts_after_exponential_backoff_with_a_new_epoch() -> None:
+    status, pod = exited(1, {"message": "sink down"})
+    first = decide(observed(replace(status, failures=1), (pod,)))
+    after = written(first)
+    assert after.phase is Phase.RECOVERING
+    assert after.driver_pod is None
+    assert after.next_start_at == (NOW + timedelta(seconds=20)).isoformat()  # 10 * 2**1
+    later = decide(observed(after, (pod,), now=NOW + timedelta(seconds=21)))
+    assert written(later).epoch == 5
+    assert "CreatePod" in kinds(later)
+
+
+def test_too_many_failures_in_a_row_fail_the_pipeline() -> None:
+    status, pod = exited(1)
+    decision = decide(observed(replace(status, failures=2), (pod,)))
+    assert written(decision).phase is Phase.FAILED
+    assert "CreatePod" not in kinds(decision)
+
+
+def test_invalid_configuration_fails_at_once_with_the_drivers_message() -> None:
+    status, pod = exited(2, {"message": "spec.source.kafka.topics: too short"})
+    decision = decide(observed(status, (pod,)))
+    assert written(decision).phase is Phase.FAILED
+    assert "spec.source.kafka.topics" in written(decision).message
+    assert decide(observed(written(decision), (pod,))).actions == ()
+
+
+def test_fenced_driver_is_replaced_by_an_epoch_above_the_holder() -> None:
+    status, pod = exited(3, {"heldByEpoch": 9})
+    assert written(decide(observed(status, (pod,)))).epoch == 10
+
+
+def test_lost_node_starts_a_new_driver_before_removing_the_old_pod() -> None:
+    status, pod = running(node="n1")
+    lost = {"n1": NodeView("n1", False, NOW - timedelta(seconds=31)), "n2": NodeView("n2", True)}
+    decision = decide(observed(status, (pod,), nodes=lost))
+    order = kinds(decision)
+    assert order.index("CreatePod") < order.index("RemovePod")
+    assert RemovePod(pod.name) in decision.actions
+    assert written(decision).epoch == 5
+    assert any(c["type"] == "Fenced" for c in written(decision).conditions)
+
+
+def test_node_not_ready_for_less_than_node_lost_seconds_is_waited_out() -> None:
+    status, pod = running(node="n1")
+    flaky = {"n1": NodeView("n1", False, NOW - timedelta(seconds=10))}
+    assert "CreatePod" not in kinds(decide(observed(status, (pod,), nodes=flaky)))
+
+
+def test_spec_change_stops_cleanly_then_starts_the_new_spec() -> None:
+    status, pod = running()
+    new = spec(image="sluice-job:v2")
+    stop = decide(observed(status, (pod,), spec=new, generation=2))
+    assert StopPod(pod.name) in stop.actions
+    stopping = written(stop)
+    assert (stopping.phase, stopping.stop_reason) == (Phase.UPGRADING, StopReason.UPGRADE)
+    done = replace(pod, phase=PodPhase.SUCCEEDED, exit_code=0, message="{}")
+    start = decide(observed(stopping, (done,), spec=new, generation=2))
+    status_after = written(start)
+    assert (status_after.phase, status_after.epoch, status_after.image) == (
+        Phase.UPGRADING,
+        5,
+        "sluice-job:v2",
+    )
+
+
+def test_operator_only_fields_do_not_restart_the_driver() -> None:
+    status, pod = running()
+    new = spec(restart={"backoffSeconds": 1, "maxBackoffSeconds": 5, "maxFailures": 9})
+    assert StopPod(pod.name) not in decide(observed(status, (pod,), spec=new)).actions
+
+
+def test_suspend_stops_cleanly_and_stays_stopped() -> None:
+    status, pod = running()
+    stop = decide(observed(status, (pod,), spec=spec(suspend=True)))
+    assert StopPod(pod.name) in stop.actions
+    done = replace(pod, phase=PodPhase.SUCCEEDED, exit_code=0)
+    suspended = written(decide(observed(written(stop), (done,), spec=spec(suspend=True))))
+    assert suspended.phase is Phase.SUSPENDED
+    resumed = decide(observed(suspended, (), spec=spec(suspend=False)))
+    assert written(resumed).epoch == 5
+
+
+def test_deletion_waits_for_the_clean_stop_then_finishes() -> None:
+    status, pod = running()
+    stopping = decide(observed(status, (pod,), deleting=True))
+    assert StopPod(pod.name) in stopping.actions
+    assert not stopping.finished
+    gone = decide(observed(written(stopping), (), deleting=True))
+    assert gone.finished
+
+
+def test_an_older_running_driver_is_stopped() -> None:
+    status, pod = running(epoch=5)
+    old = PodView(naming.driver_pod("kpis", 4), 4, PodPhase.RUNNING, "n2")
+    assert StopPod(old.name) in decide(observed(status, (pod, old))).actions
