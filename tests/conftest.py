@@ -203,6 +203,80 @@ def private_agent(kube_stack: Layout, core: Any, tmp_path: Path) -> Iterator[Any
         yield agent
 
 
+@pytest.fixture(scope="session")
+def sluice_crd(kube_stack: Layout) -> str:
+    """The StreamingPipeline CRD from crds/, applied and servable; returns its name."""
+    import subprocess
+
+    from kubernetes import config
+    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client.exceptions import ApiException
+
+    from sluice_dev.paths import REPO_ROOT
+    from sluice_dev.servers import kube
+    from sluice_operator import naming
+    from tests.support.waiting import wait_for
+
+    path = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
+    subprocess.run(
+        [
+            str(kube.kubectl(kube_stack)),
+            f"--kubeconfig={kube_stack.kubeconfig}",
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    custom = CustomObjectsApi(config.new_client_from_config(str(kube_stack.kubeconfig)))  # type: ignore[no-untyped-call]
+
+    def servable() -> bool:
+        try:
+            custom.list_cluster_custom_object(naming.GROUP, naming.VERSION, naming.PLURAL)
+        except ApiException:
+            return False
+        return True
+
+    wait_for(servable, timeout=60, what="the StreamingPipeline API to be served")
+    return f"{naming.PLURAL}.{naming.GROUP}"
+
+
+@pytest.fixture(scope="session")
+def standin_image(agent_stack: Layout) -> str:
+    """Pods of this image run the stand-in driver (tests/support/standin)."""
+    from sluice_dev.servers import nodeagent
+    from tests.support.operator import STANDIN_IMAGE, STANDIN_ROOT
+
+    nodeagent.register_image(agent_stack, STANDIN_IMAGE, STANDIN_ROOT)
+    return STANDIN_IMAGE
+
+
+@pytest.fixture
+def operators(kube_stack: Layout, namespace: str, tmp_path: Path) -> Iterator[Any]:
+    """Starts operator processes watching the test's namespace; kills them after."""
+    from tests.support.operator import Operators
+
+    started = Operators(kube_stack, namespace, tmp_path)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def pipeline(sluice_crd: str, core: Any, namespace: str, kube_stack: Layout) -> Any:
+    """A StreamingPipeline name in the test's namespace, with API helpers."""
+    from kubernetes import config
+    from kubernetes.client import CustomObjectsApi
+
+    from tests.support.operator import Pipeline
+
+    custom = CustomObjectsApi(config.new_client_from_config(str(kube_stack.kubeconfig)))  # type: ignore[no-untyped-call]
+    return Pipeline(custom, core, namespace, "kpis")
+
+
 # -- the driver --------------------------------------------------------------------
 
 

@@ -47,6 +47,31 @@ SecretName = Annotated[
 HostPort = Annotated[str, Field(pattern=HOST_PORT, description="host or host:port")]
 
 
+class Backpressure(Model):
+    """Rate control: the per-partition cap follows how long recent batches took."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Shrink or grow the per-partition cap of each micro-batch so that a batch takes "
+            "about targetUtilization of trigger.intervalSeconds; never above "
+            "maxRecordsPerPartition, never below 1."
+        ),
+    )
+    target_utilization: float = Field(
+        default=0.8,
+        gt=0.0,
+        le=1.0,
+        description="Fraction of the trigger interval a batch should take (0 < x <= 1).",
+    )
+    initial_records_per_partition: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Cap of the first batch; default: maxRecordsPerPartition.",
+    )
+
+
 class KafkaSource(Model):
     """Where records come from: Kafka topics read by explicit offset ranges."""
 
@@ -75,6 +100,17 @@ class KafkaSource(Model):
     )
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with SASL keys 'username' and 'password'."
+    )
+    backpressure: Backpressure = Field(
+        default_factory=Backpressure, description="Optional rate control of the per-partition cap."
+    )
+    commit_to_consumer_group: bool = Field(
+        default=False,
+        description=(
+            "Also commit each batch's positions to the Kafka consumer group "
+            "'sluice.<namespace>.<name>' so Kafka's lag tools show the pipeline; only "
+            "informative: the driver never reads them back (it resumes from its checkpoint)."
+        ),
     )
 
 
@@ -174,8 +210,37 @@ class Executors(Resources):
     instances: int = Field(default=2, ge=0, le=1000, description="Executor pods.")
 
 
+class Toleration(Model):
+    """A Kubernetes toleration of the driver pod."""
+
+    key: str | None = Field(default=None, description="Taint key; empty matches every key.")
+    operator: str = Field(
+        default="Equal", pattern=r"^(Equal|Exists)$", description="Equal or Exists."
+    )
+    value: str | None = Field(default=None, description="Taint value (operator Equal).")
+    effect: str | None = Field(
+        default=None,
+        pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute)$",
+        description="Taint effect; empty matches every effect.",
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="How long a NoExecute taint is tolerated."
+    )
+
+
+class Driver(Resources):
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the driver pod must run on."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints the driver pod tolerates."
+    )
+
+
 class Spark(Model):
-    driver: Resources = Field(default_factory=Resources, description="Driver resources.")
+    driver: Driver = Field(
+        default_factory=Driver, description="Driver pod resources and placement."
+    )
     executors: Executors = Field(default_factory=Executors, description="Executor resources.")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
 
@@ -210,7 +275,11 @@ class PipelineSpec(Model):
     transform: Transform = Field(description="User transformation.")
     sink: Sink = Field(description="Where results go (exactly one of cassandra, datastore).")
     dead_letter: DeadLetter | None = Field(
-        default=None, description="Where records the transform rejects go."
+        default=None,
+        description=(
+            "Where records the transform rejects go. Unset, a batch with rejects fails "
+            "(nothing is dropped silently)."
+        ),
     )
     checkpoint: Checkpoint = Field(description="Where offsets are committed.")
     trigger: Trigger = Field(default_factory=Trigger, description="Micro-batch timing.")
@@ -219,6 +288,29 @@ class PipelineSpec(Model):
     failover: Failover = Field(default_factory=Failover, description="Node-loss failover.")
     restart: Restart = Field(default_factory=Restart, description="Restart backoff.")
     suspend: bool = Field(default=False, description="Stop the driver cleanly and stay stopped.")
+
+    @model_validator(mode="after")
+    def rate_control_needs_an_interval(self) -> Self:
+        if self.source.kafka.backpressure.enabled and self.trigger.interval_seconds <= 0:
+            raise ValueError(
+                "source.kafka.backpressure.enabled needs trigger.intervalSeconds > 0: "
+                "the cap is sized to a fraction of the interval"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def dead_letters_leave_the_source(self) -> Self:
+        if self.dead_letter is None or self.dead_letter.kafka.bootstrap_servers not in (
+            None,
+            self.source.kafka.bootstrap_servers,
+        ):
+            return self
+        if self.dead_letter.kafka.topic in self.source.kafka.topics:
+            raise ValueError(
+                "deadLetter.kafka.topic must not be one of source.kafka.topics: rejected "
+                "records would be read again, and rejected again, forever"
+            )
+        return self
 
     @field_validator("image")
     @classmethod

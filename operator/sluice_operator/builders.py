@@ -83,6 +83,11 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             },
             "containers": [_driver_container(owner, spec, epoch)],
             "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "nodeSelector": dict(spec.spark.driver.node_selector),
+            "tolerations": [
+                t.model_dump(by_alias=True, exclude_none=True)
+                for t in spec.spark.driver.tolerations
+            ],
         },
     }
 

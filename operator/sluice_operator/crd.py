@@ -232,7 +232,9 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
     "spec.restart": (
         Rule(
-            "self.maxBackoffSeconds >= self.backoffSeconds",
+            # has(): the API server checks the default ({}) before nested defaults apply.
+            "!has(self.backoffSeconds) || !has(self.maxBackoffSeconds)"
+            " || self.maxBackoffSeconds >= self.backoffSeconds",
             "restart.maxBackoffSeconds must be at least restart.backoffSeconds",
             field_path=".maxBackoffSeconds",
         ),
@@ -248,6 +250,7 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "self == oldSelf",
             "checkpoint.cassandra.keyspace is immutable: a new keyspace holds none of the "
             "committed offsets; create a new pipeline to start over",
+            reason="FieldValueForbidden",
         ),
     ),
 }
@@ -267,7 +270,8 @@ SPEC_DESCRIPTION: Final = (
 
 
 def _walk(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
-    """Every object schema under ``schema`` with its dotted path (``[]`` for items)."""
+    """Every schema node under ``schema`` with its dotted path (``[]`` for list items,
+    ``[*]`` for map values)."""
     yield path, schema
     for name, sub in schema.get("properties", {}).items():
         yield from _walk(sub, f"{path}.{name}")
@@ -370,15 +374,20 @@ def status_schema() -> Schema:
 # -- the CRD --------------------------------------------------------------------------
 
 
-def _name_rule() -> Schema:
-    return Rule(
-        f"size(self.metadata.name) <= {MAX_PIPELINE_NAME}"
-        " && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-        f"metadata.name must be a DNS label (lower case letters, digits, '-'; starting "
-        f"with a letter) of at most {MAX_PIPELINE_NAME} characters: the driver's pod and "
-        f"Service are named after it",
-        field_path=".metadata.name",
-    ).render()
+def metadata_schema() -> Schema:
+    """The API server allows rules on ``metadata.name`` only (and no description)."""
+    name_rule = Rule(
+        "self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+        "metadata.name must be a DNS label (lower case letters, digits and '-', starting "
+        "with a letter): the driver's pod and Service are named after it",
+    )
+    name = _field(
+        "string",
+        "Name of the pipeline; its driver pods are named <name>-driver-<epoch>.",
+        maxLength=MAX_PIPELINE_NAME,
+        **{"x-kubernetes-validations": [name_rule.render()]},
+    )
+    return {"type": "object", "properties": {"name": name}}
 
 
 def root_schema() -> Schema:
@@ -390,11 +399,10 @@ def root_schema() -> Schema:
         properties={
             "apiVersion": _field("string", "Versioned schema of this object."),
             "kind": _field("string", "REST resource this object represents."),
-            "metadata": _field("object", "Standard object metadata."),
+            "metadata": metadata_schema(),
             "spec": spec_schema(),
             "status": status_schema(),
         },
-        **{"x-kubernetes-validations": [_name_rule()]},
     )
 
 
@@ -466,19 +474,15 @@ def canonical(schema: Mapping[str, Any]) -> Schema:
     return result
 
 
-def missing_descriptions(schema: Schema, path: str = "") -> list[str]:
-    """Paths of properties without a description (``kubectl explain`` shows nothing)."""
-    missing: list[str] = []
-    for name, sub in schema.get("properties", {}).items():
-        where = f"{path}.{name}".lstrip(".")
-        if not str(sub.get("description", "")).strip():
-            missing.append(where)
-        missing.extend(missing_descriptions(sub, where))
-    if "items" in schema:
-        missing.extend(missing_descriptions(schema["items"], f"{path}[]"))
-    if isinstance(schema.get("additionalProperties"), dict):
-        missing.extend(missing_descriptions(schema["additionalProperties"], f"{path}[*]"))
-    return missing
+def missing_descriptions(schema: Schema) -> list[str]:
+    """Paths of properties without a description (``kubectl explain`` shows nothing).
+    ``metadata`` is exempt: the API server forbids describing it."""
+    return [
+        f"{path}.{name}".lstrip(".")
+        for path, node in _walk(schema, "")
+        for name, sub in node.get("properties", {}).items()
+        if (path, name) != ("", "metadata") and not str(sub.get("description", "")).strip()
+    ]
 
 
 # -- YAML -----------------------------------------------------------------------------

@@ -346,17 +346,13 @@ def _termination(pod: PodView) -> dict[str, Any]:
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:
-    """Record the last commit a driver reported when it exited."""
-    message = _termination(pod)
-    batch = message.get("lastBatchId")
-    if (
-        isinstance(batch, int)
-        and batch > 0
-        and (status.last_commit is None or batch >= status.last_commit.batch_id)
-    ):
-        when = str(message.get("committedAt") or message.get("time") or "")
-        return replace(status, last_commit=LastCommit(batch, when))
-    return status
+    """Record the last commit a driver reported when it exited (at its exit time)."""
+    batch = _termination(pod).get("lastBatchId")
+    if not isinstance(batch, int) or batch <= 0 or pod.finished_at is None:
+        return status
+    if status.last_commit is not None and batch < status.last_commit.batch_id:
+        return status
+    return replace(status, last_commit=LastCommit(batch, pod.finished_at.isoformat()))
 
 
 def _write(obs: Observed, status: Status) -> tuple[Action, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -50,6 +50,23 @@ class Kube:
         return cls()
 
     # -- observe ---------------------------------------------------------------
+
+    def pipeline(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pipeline as stored now (kopf's copy may predate our last status write)."""
+        try:
+            found = self.custom.get_namespaced_custom_object(
+                naming.GROUP,
+                naming.VERSION,
+                namespace,
+                naming.PLURAL,
+                name,
+                _request_timeout=TIMEOUT,
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], found)
 
     def driver_pods(self, namespace: str, pipeline: str) -> tuple[PodView, ...]:
         selector = ",".join(f"{k}={v}" for k, v in naming.selector(pipeline).items())
@@ -167,11 +184,12 @@ def pod_view(pod: Any) -> PodView:
     meta, status = pod.metadata, pod.status
     labels = meta.labels or {}
     container = next(iter(status.container_statuses or []), None) if status else None
-    exit_code, message, running_since = None, "", None
+    exit_code, message, running_since, finished_at = None, "", None, None
     if container is not None and container.state is not None:
         if container.state.terminated is not None:
             exit_code = container.state.terminated.exit_code
             message = container.state.terminated.message or container.state.terminated.reason or ""
+            finished_at = container.state.terminated.finished_at
         if container.state.running is not None:
             running_since = container.state.running.started_at
     phase = PodPhase(status.phase) if status and status.phase else PodPhase.PENDING
@@ -184,6 +202,7 @@ def pod_view(pod: Any) -> PodView:
         exit_code=exit_code,
         message=message,
         running_since=running_since,
+        finished_at=finished_at,
     )
 
 

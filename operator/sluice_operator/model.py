@@ -54,6 +54,7 @@ class PodView:
     message: str = ""
     """The driver's termination message (JSON) or the container's reason."""
     running_since: datetime | None = None
+    finished_at: datetime | None = None
 
     @property
     def terminated(self) -> bool:

@@ -2,7 +2,9 @@
 
 Called from kopf's create/update/resume/delete handlers and from a timer; a lock
 per pipeline makes calls for the same pipeline take turns, since the timer and the
-change handlers of one object may run at the same time.
+change handlers of one object may run at the same time. Each reconcile reads the
+pipeline afresh: the status is our write-ahead log and kopf's copy of the object
+may not hold our last write yet.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def reconcile(
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     with _locks[f"{namespace}/{name}"]:
-        observed = observe(kube, body, deleting=deleting)
+        current = kube.pipeline(namespace, name)
+        if current is None:
+            return Decision(finished=True)
+        observed = observe(kube, current, deleting=deleting)
         decision = decide(observed, settings)
         for action in decision.actions:
             kube.apply(namespace, name, action)

@@ -6,7 +6,7 @@ without a cluster. The rules followed:
 
 * environment = the agent's base environment, then the "image" layer (``PYTHONPATH``
   with the code root first, ``HOSTNAME`` = pod name), then ``envFrom`` in order, then
-  ``env`` in order (later wins), then ``SLUICE_TERMINATION_MESSAGE_PATH``;
+  ``env`` in order (later wins), then ``SLUICE_TERMINATION_LOG``;
 * ``env`` values and ``command``/``args`` expand ``$(VAR)`` from the pod-defined
   variables (``$$`` escapes, unknown references stay as written), like the kubelet;
 * ``valueFrom``: ``fieldRef`` (metadata.name/namespace/uid, labels['k'],
@@ -15,7 +15,7 @@ without a cluster. The rules followed:
   ``optional`` honoured; ``resourceFieldRef`` is not supported;
 * termination message: the container's ``terminationMessagePath`` (default
   ``/dev/termination-log``) cannot be written here, so every container gets its own
-  local file, named in ``SLUICE_TERMINATION_MESSAGE_PATH``, and any occurrence of the
+  local file, named in ``SLUICE_TERMINATION_LOG``, and any occurrence of the
   spec's path inside ``command``/``args`` is rewritten to it (so
   ``echo boom > /dev/termination-log`` works unchanged);
 * cwd = ``workingDir`` if set (created if missing, as runtimes do), else the code
@@ -33,7 +33,7 @@ from typing import Protocol
 
 from kubernetes.client import V1Container, V1EnvFromSource, V1EnvVar, V1ObjectMeta, V1Pod
 
-TERMINATION_LOG_ENV = "SLUICE_TERMINATION_MESSAGE_PATH"
+TERMINATION_LOG_ENV = "SLUICE_TERMINATION_LOG"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 LOCAL_IP = "127.0.0.1"
 

@@ -1,0 +1,486 @@
+"""The StreamingPipeline CRD on the real kube-apiserver: the manifest a user writes is
+accepted and read back with the model's defaults filled in; bad manifests are rejected
+by the API server itself, before any Sluice code runs, with the field named; ``kubectl
+explain`` documents the fields; the status subresource takes what the operator writes.
+
+The CRD is cluster-wide and shared with other tests: it is applied once per session
+(server-side apply, idempotent) and left installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import config
+from kubernetes.client import ApiextensionsV1Api, CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.servers import kube
+from sluice_job.spec import PipelineSpec
+from sluice_operator import crd, naming
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+CRD_FILE = REPO_ROOT / "crds" / crd.FILE_NAME
+MERGE_PATCH = "application/merge-patch+json"
+
+# The manifest of DESIGN.md, "What a user writes".
+EXAMPLE: dict[str, Any] = yaml.safe_load(
+    """
+    image: ghcr.io/sluice-dev/sluice-job:0.1.0
+    source:
+      kafka:
+        bootstrapServers: kafka:9092
+        topics: [ui-events]
+        startingOffsets: earliest
+        maxRecordsPerPartition: 50000
+        onOffsetOutOfRange: fail
+        credentialsSecret: kafka-sasl
+    transform:
+      entrypoint: sluice_job.examples.kpi:transform
+      options: {windowSeconds: 60}
+    sink:
+      cassandra: {contactPoints: ["cassandra:9042"], keyspace: analytics, table: page_kpis,
+                  credentialsSecret: cassandra-creds}
+    deadLetter:
+      kafka: {topic: ui-events-dlq}
+    checkpoint:
+      cassandra: {contactPoints: ["cassandra:9042"], keyspace: sluice,
+                  credentialsSecret: cassandra-creds}
+    trigger: {intervalSeconds: 5}
+    spark:
+      driver: {cores: 1, memory: 2g}
+      executors: {instances: 2, cores: 1, memory: 2g}
+      conf: {}
+    upgrade: {stopTimeoutSeconds: 120}
+    failover: {nodeLostSeconds: 45}
+    restart: {backoffSeconds: 10, maxBackoffSeconds: 300, maxFailures: 5}
+    suspend: false
+    """
+)
+
+MINIMAL: dict[str, Any] = {
+    "image": "local/sluice-job:1",
+    "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["events"]}},
+    "transform": {"entrypoint": "sluice_job.examples.events:transform"},
+    "sink": {"datastore": {"project": "demo", "kind": "Event"}},
+    "checkpoint": {"cassandra": {"contactPoints": ["cassandra"]}},
+}
+
+
+def kubectl(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(kube.kubectl(layout)), f"--kubeconfig={layout.kubeconfig}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def established(extensions: ApiextensionsV1Api) -> bool:
+    status = extensions.read_custom_resource_definition(crd.NAME).status
+    conditions = (status.conditions if status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+@pytest.fixture(scope="session")
+def pipeline_crd(kube_stack: Layout) -> str:
+    """The committed CRD, applied server-side (as ``kubectl apply`` users do) and
+    Established. Left installed: other tests and sessions share it."""
+    applied = kubectl(
+        kube_stack,
+        *("apply", "--server-side", "--force-conflicts", "--field-manager=sluice-tests"),
+        *("-f", str(CRD_FILE)),
+    )
+    assert applied.returncode == 0, applied.stderr
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    extensions = ApiextensionsV1Api(client)
+    wait_for(lambda: established(extensions), timeout=60, what=f"CRD {crd.NAME} Established")
+    return crd.NAME
+
+
+@pytest.fixture(scope="session")
+def custom(kube_stack: Layout) -> CustomObjectsApi:
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    return CustomObjectsApi(client)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    code: int
+    message: str
+    fields: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Pipelines:
+    """StreamingPipelines of one namespace, through the API server's REST API."""
+
+    api: CustomObjectsApi
+    namespace: str
+
+    def _where(self) -> tuple[str, str, str, str]:
+        return naming.GROUP, naming.VERSION, self.namespace, naming.PLURAL
+
+    def listed(self) -> bool:
+        """Whether the resource is served yet: right after Established the API server
+        answers 404, then 429 while the resource's storage initializes."""
+        try:
+            self.api.list_namespaced_custom_object(*self._where())
+        except ApiException as err:
+            if err.status in (404, 429):
+                return False
+            raise
+        return True
+
+    def create(self, spec: dict[str, Any], name: str = "p") -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+            "kind": naming.KIND,
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        # Strict, as kubectl is by default: unknown fields are errors, not dropped.
+        created = self.api.create_namespaced_custom_object(
+            *self._where(), body, field_validation="Strict"
+        )
+        return cast(dict[str, Any], created)
+
+    def names(self) -> list[str]:
+        listed = cast(dict[str, Any], self.api.list_namespaced_custom_object(*self._where()))
+        return [item["metadata"]["name"] for item in listed["items"]]
+
+    def get(self, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.api.get_namespaced_custom_object(*self._where(), name))
+
+    def patch(self, name: str, patch: dict[str, Any], *, status: bool = False) -> dict[str, Any]:
+        method = (
+            self.api.patch_namespaced_custom_object_status
+            if status
+            else self.api.patch_namespaced_custom_object
+        )
+        patched = method(*self._where(), name, patch, _content_type=MERGE_PATCH)
+        return cast(dict[str, Any], patched)
+
+    def rejection(self, call: Callable[[], object]) -> Rejection:
+        with pytest.raises(ApiException) as raised:
+            call()
+        status = json.loads(raised.value.body or "{}")
+        causes = status.get("details", {}).get("causes", [])
+        fields = frozenset(cause.get("field", "") for cause in causes)
+        return Rejection(raised.value.status, status["message"], fields)
+
+
+@pytest.fixture
+def pipelines(pipeline_crd: str, custom: CustomObjectsApi, namespace: str) -> Pipelines:
+    result = Pipelines(custom, namespace)
+    wait_for(result.listed, timeout=60, what=f"{naming.PLURAL} to be served in {namespace}")
+    return result
+
+
+def test_the_design_example_is_accepted_and_read_back(pipelines: Pipelines) -> None:
+    pipelines.create(EXAMPLE, name="page-kpis")
+
+    read = pipelines.get("page-kpis")
+
+    assert read["kind"] == naming.KIND
+    assert written_as_sent(EXAMPLE, read["spec"]), read["spec"]
+    assert PipelineSpec.model_validate(read["spec"]) == PipelineSpec.model_validate(EXAMPLE)
+
+
+def written_as_sent(sent: Any, read: Any) -> bool:
+    """Whether every field of ``sent`` reads back unchanged (defaults may be added)."""
+    if isinstance(sent, dict):
+        return isinstance(read, dict) and all(
+            key in read and written_as_sent(value, read[key]) for key, value in sent.items()
+        )
+    return bool(sent == read)
+
+
+def test_the_api_server_fills_in_the_models_defaults(pipelines: Pipelines) -> None:
+    """What ``kubectl get -o yaml`` shows, and what the operator reads, is the spec the
+    driver will run with: the API server's defaults are the model's."""
+    pipelines.create(MINIMAL, name="minimal")
+
+    read = pipelines.get("minimal")["spec"]
+
+    model = PipelineSpec.model_validate(MINIMAL).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    assert read == model
+
+
+# -- rejected manifests -----------------------------------------------------------------
+
+
+def changed(path: str, value: Any, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of the example (or ``spec``) with ``path`` set to ``value``."""
+    result = copy.deepcopy(EXAMPLE if spec is None else spec)
+    *parents, last = path.split(".")
+    node = result
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return result
+
+
+def without(path: str) -> dict[str, Any]:
+    result = copy.deepcopy(EXAMPLE)
+    *parents, last = path.split(".")
+    node = result
+    for key in parents:
+        node = node[key]
+    del node[last]
+    return result
+
+
+@dataclass(frozen=True)
+class Invalid:
+    spec: dict[str, Any]
+    field: str
+    says: str
+    name: str = "bad"
+    model_rejects: bool = True
+    """Whether the driver's own model rejects it too (else only the CRD knows)."""
+
+
+TWO_SINKS = changed("sink.datastore", {"project": "p", "kind": "K"})
+INVALID = {
+    "no-topics": Invalid(
+        changed("source.kafka.topics", []), "spec.source.kafka.topics", "at least 1 items"
+    ),
+    "topics-missing": Invalid(
+        without("source.kafka.topics"), "spec.source.kafka.topics", "Required value"
+    ),
+    "duplicate-topic": Invalid(
+        changed("source.kafka.topics", ["a", "a"]),
+        "spec.source.kafka.topics[1]",
+        "Duplicate value",
+        model_rejects=False,
+    ),
+    "topic-name": Invalid(
+        changed("source.kafka.topics", ["ui events"]), "spec.source.kafka.topics[0]", "should match"
+    ),
+    "cap-zero": Invalid(
+        changed("source.kafka.maxRecordsPerPartition", 0),
+        "spec.source.kafka.maxRecordsPerPartition",
+        "should be greater than or equal to 1",
+    ),
+    "cap-not-a-number": Invalid(
+        changed("source.kafka.maxRecordsPerPartition", "lots"),
+        "spec.source.kafka.maxRecordsPerPartition",
+        "must be of type integer",
+    ),
+    "starting-offsets": Invalid(
+        changed("source.kafka.startingOffsets", "newest"),
+        "spec.source.kafka.startingOffsets",
+        'Unsupported value: "newest"',
+    ),
+    "offset-out-of-range": Invalid(
+        changed("source.kafka.onOffsetOutOfRange", "skip"),
+        "spec.source.kafka.onOffsetOutOfRange",
+        'Unsupported value: "skip"',
+    ),
+    "secret-name": Invalid(
+        changed("source.kafka.credentialsSecret", "Kafka_SASL"),
+        "spec.source.kafka.credentialsSecret",
+        "should match",
+    ),
+    "backpressure-utilization": Invalid(
+        changed("source.kafka.backpressure", {"targetUtilization": 0}),
+        "spec.source.kafka.backpressure.targetUtilization",
+        "should be greater than 0",
+    ),
+    "backpressure-without-interval": Invalid(
+        changed(
+            "trigger.intervalSeconds", 0, changed("source.kafka.backpressure", {"enabled": True})
+        ),
+        "spec.trigger.intervalSeconds",
+        "needs trigger.intervalSeconds > 0",
+    ),
+    "image-empty": Invalid(changed("image", ""), "spec.image", "at least 1 chars long"),
+    "image-whitespace": Invalid(
+        changed("image", "ghcr.io/sluice-dev/sluice-job:0.1.0 "),
+        "spec.image",
+        "image must not contain whitespace",
+    ),
+    "image-missing": Invalid(without("image"), "spec.image", "Required value"),
+    "negative-trigger": Invalid(
+        changed("trigger.intervalSeconds", -1),
+        "spec.trigger.intervalSeconds",
+        "should be greater than or equal to 0",
+    ),
+    "driver-memory": Invalid(
+        changed("spark.driver.memory", "2 gigs"), "spec.spark.driver.memory", "should match"
+    ),
+    "executor-instances": Invalid(
+        changed("spark.executors.instances", -1),
+        "spec.spark.executors.instances",
+        "should be greater than or equal to 0",
+    ),
+    "spark-conf-key": Invalid(
+        changed("spark.conf", {"sql.shuffle.partitions": "4"}),
+        "spec.spark.conf",
+        "starts with 'spark.'",
+        model_rejects=False,
+    ),
+    "two-sinks": Invalid(
+        TWO_SINKS, "spec.sink", "set exactly one of sink.cassandra or sink.datastore"
+    ),
+    "no-sink": Invalid(
+        changed("sink", {}), "spec.sink", "set exactly one of sink.cassandra or sink.datastore"
+    ),
+    "sink-missing": Invalid(without("sink"), "spec.sink", "Required value"),
+    "sink-contact-point": Invalid(
+        changed("sink.cassandra.contactPoints", ["cassandra:9042:1"]),
+        "spec.sink.cassandra.contactPoints[0]",
+        "should match",
+    ),
+    "datastore-project-missing": Invalid(
+        changed("sink", {"datastore": {"kind": "K"}}),
+        "spec.sink.datastore.project",
+        "Required value",
+    ),
+    "backoff-above-max": Invalid(
+        changed("restart", {"backoffSeconds": 600, "maxBackoffSeconds": 300}),
+        "spec.restart.maxBackoffSeconds",
+        "must be at least restart.backoffSeconds",
+        model_rejects=False,
+    ),
+    "backoff-above-default-max": Invalid(
+        changed("restart", {"backoffSeconds": 600}),
+        "spec.restart.maxBackoffSeconds",
+        "must be at least restart.backoffSeconds",
+        model_rejects=False,
+    ),
+    "stop-timeout": Invalid(
+        changed("upgrade.stopTimeoutSeconds", 1),
+        "spec.upgrade.stopTimeoutSeconds",
+        "should be greater than or equal to 5",
+    ),
+    "checkpoint-missing": Invalid(without("checkpoint"), "spec.checkpoint", "Required value"),
+    "checkpoint-keyspace": Invalid(
+        changed("checkpoint.cassandra.keyspace", "sluice-ks"),
+        "spec.checkpoint.cassandra.keyspace",
+        "should match",
+    ),
+    "entrypoint": Invalid(
+        changed("transform.entrypoint", "sluice_job.examples.kpi.transform"),
+        "spec.transform.entrypoint",
+        "should match",
+    ),
+    "dead-letter-loop": Invalid(
+        changed("deadLetter.kafka.topic", "ui-events"),
+        "spec.deadLetter.kafka.topic",
+        "rejected records would be read again",
+    ),
+    "unknown-field": Invalid({**EXAMPLE, "sourc": {}}, "spec.sourc", 'unknown field "spec.sourc"'),
+    "pipeline-name": Invalid(
+        EXAMPLE,
+        "metadata.name",
+        "metadata.name must be a DNS label",
+        name="1-pipeline",
+        model_rejects=False,
+    ),
+    "pipeline-name-too-long": Invalid(
+        EXAMPLE, "metadata.name", "Too long", name="p" * 46, model_rejects=False
+    ),
+}
+
+
+@pytest.mark.parametrize("case", INVALID.values(), ids=INVALID.keys())
+def test_invalid_manifest_is_rejected_naming_the_field(pipelines: Pipelines, case: Invalid) -> None:
+    rejected = pipelines.rejection(lambda: pipelines.create(case.spec, name=case.name))
+
+    assert rejected.code in (400, 422), rejected
+    assert case.field in rejected.message, rejected.message
+    assert case.says in rejected.message, rejected.message
+    assert rejected.code == 400 or case.field in rejected.fields, rejected
+    assert pipelines.names() == []
+    model_rejects = _model_rejects(case.spec)
+    verdict = "rejects" if model_rejects else "accepts"
+    assert model_rejects == case.model_rejects, (
+        f"the driver's model (sluice_job.spec) now {verdict} it: update model_rejects"
+    )
+
+
+def _model_rejects(spec: dict[str, Any]) -> bool:
+    try:
+        PipelineSpec.model_validate(spec)
+    except ValidationError:
+        return True
+    return False
+
+
+def test_checkpoint_keyspace_cannot_change(pipelines: Pipelines) -> None:
+    """Another keyspace holds none of the committed offsets: the driver would start
+    over from startingOffsets, losing or re-reading data."""
+    pipelines.create(EXAMPLE, name="keyspace")
+    moved = {"spec": {"checkpoint": {"cassandra": {"keyspace": "elsewhere"}}}}
+
+    rejected = pipelines.rejection(lambda: pipelines.patch("keyspace", moved))
+
+    assert rejected.code == 422
+    assert "spec.checkpoint.cassandra.keyspace" in rejected.fields, rejected
+    assert "immutable" in rejected.message
+    pipelines.patch("keyspace", {"spec": {"image": "ghcr.io/sluice-dev/sluice-job:0.2.0"}})
+
+
+# -- what the operator writes, and what kubectl shows -------------------------------------
+
+
+def test_status_takes_the_operators_fields_and_bookkeeping(
+    pipelines: Pipelines, kube_stack: Layout
+) -> None:
+    pipelines.create(EXAMPLE, name="page-kpis")
+    status = {
+        "phase": "Running",
+        "epoch": 4,
+        "driverPod": "page-kpis-driver-4",
+        "image": EXAMPLE["image"],
+        "lastCommit": {"batchId": 1812, "time": "2026-11-22T03:00:00Z"},
+        "restarts": 1,
+        "observedGeneration": 1,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Committing"}],
+        "specHash": "0123abcd",
+    }
+
+    pipelines.patch("page-kpis", {"status": status}, status=True)
+
+    assert pipelines.get("page-kpis")["status"] == status
+    bad_phase = {"status": {"phase": "Sleeping"}}
+    rejected = pipelines.rejection(lambda: pipelines.patch("page-kpis", bad_phase, status=True))
+    assert "status.phase" in rejected.fields, rejected
+
+    shown = kubectl(kube_stack, "get", "sp", "-n", pipelines.namespace)
+    assert shown.returncode == 0, shown.stderr
+    header, row = shown.stdout.splitlines()
+    assert header.split() == ["NAME", "PHASE", "EPOCH", "IMAGE", "LAST", "COMMIT", "AGE"]
+    assert row.split()[:4] == ["page-kpis", "Running", "4", EXAMPLE["image"]]
+
+
+def test_kubectl_explain_shows_the_field_descriptions(
+    pipeline_crd: str, kube_stack: Layout
+) -> None:
+    kafka = crd.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]["properties"]["source"]["properties"]["kafka"]
+    wanted = {
+        name: " ".join(field["description"].split()) for name, field in kafka["properties"].items()
+    }
+
+    def explained() -> str | None:
+        # The OpenAPI document kubectl reads is published a moment after Established.
+        shown = kubectl(kube_stack, "explain", f"{naming.PLURAL}.spec.source.kafka")
+        return " ".join(shown.stdout.split()) if shown.returncode == 0 else None
+
+    text = wait_for(explained, timeout=60, what="kubectl explain to know the CRD")
+    for name, description in wanted.items():
+        assert name in text
+        assert description in text, f"{name}: {description!r} not in {text!r}"

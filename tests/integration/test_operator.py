@@ -1,0 +1,108 @@
+"""The operator on the real control plane, with the node agent running stand-in
+drivers: one driver per pipeline through exits, upgrades, suspends and deletes."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.support.operator import Operators, Pipeline, standin_spec, terminated
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(autouse=True)
+def _stack(agent_stack: Any, standin_image: str) -> None:
+    """Every test here needs the nodes and the stand-in image."""
+
+
+def test_created_pipeline_runs_one_driver(operators: Operators, pipeline: Pipeline) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    status = pipeline.wait_phase("Running", epoch=1)
+    assert status["driverPod"] == "kpis-driver-1"
+    (pod,) = pipeline.live_pods()
+    assert pod.metadata.name == "kpis-driver-1"
+    assert pod.spec.node_name
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+
+
+def test_failing_driver_is_restarted_with_a_new_epoch_after_backoff(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec(exitCode=1, afterSeconds=0.5))
+    status = wait_for(
+        lambda: (s := pipeline.status()).get("epoch", 0) >= 3 and s,
+        timeout=90,
+        what="two restarts",
+    )
+    assert status["restarts"] >= 2
+    exits = [terminated(p) for p in pipeline.pods() if terminated(p)]
+    assert exits
+    assert all(t.exit_code == 1 for t in exits)
+    events = pipeline.core.list_namespaced_event(pipeline.namespace).items
+    assert any(e.reason == "DriverFailed" for e in events)
+
+
+def test_invalid_configuration_fails_at_once_with_the_drivers_message(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec(exitCode=2, message="spec.sink.cassandra.table: no such table"))
+    status = pipeline.wait_phase("Failed", timeout=60)
+    assert "spec.sink.cassandra.table" in status["message"]
+    assert status["epoch"] == 1  # not restarted
+
+
+def test_image_change_stops_the_driver_cleanly_and_starts_the_new_image(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1)
+    started = time.monotonic()
+    pipeline.patch_spec({"image": "sluice-test/standin:v2"})
+    status = pipeline.wait_phase("Running", epoch=2, timeout=90)
+    gap = time.monotonic() - started
+    assert status["image"] == "sluice-test/standin:v2"
+    old = (
+        next(p for p in pipeline.pods() if p.metadata.name == "kpis-driver-1")
+        if any(p.metadata.name == "kpis-driver-1" for p in pipeline.pods())
+        else None
+    )
+    if old is not None:  # kept for inspection until the next one finishes
+        assert terminated(old).exit_code == 0
+        assert json.loads(terminated(old).message)["reason"] == "Stopped"
+    (live,) = pipeline.live_pods()
+    assert live.spec.containers[0].image == "sluice-test/standin:v2"
+    print(f"\nupgrade gap (spec change -> new driver Running): {gap:.1f}s")
+
+
+def test_suspend_stops_the_driver_and_resume_starts_a_new_epoch(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1)
+    pipeline.patch_spec({"suspend": True})
+    pipeline.wait_phase("Suspended", timeout=60)
+    assert pipeline.live_pods() == []
+    pipeline.patch_spec({"suspend": False})
+    pipeline.wait_phase("Running", epoch=2, timeout=60)
+
+
+def test_deleted_pipeline_stops_its_driver_cleanly_then_goes(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1)
+    pipeline.delete()
+    wait_for(lambda: pipeline.get() is None, timeout=60, what="the pipeline to be gone")
+    assert pipeline.live_pods() == []

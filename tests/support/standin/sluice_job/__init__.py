@@ -1,0 +1,10 @@
+"""A stand-in for the driver in operator tests: same entry point, exit codes,
+SIGTERM behaviour and termination message, none of Spark, Kafka or Cassandra.
+
+Pods of the image ``sluice-test/standin`` run this code root (the node agent maps
+the image here), so ``python -m sluice_job`` starts it instead of the real driver.
+Behaviour comes from ``spec.transform.options.standin``:
+
+* ``exitCode`` (with ``afterSeconds``, default 1): exit with that code by itself;
+* otherwise run until SIGTERM, then write ``{"reason": "Stopped", ...}`` and exit 0.
+"""
