@@ -43,7 +43,16 @@ class PrivateAgent:
 
 
 @contextmanager
-def private_agent(layout: Layout, core: CoreV1Api, workdir: Path) -> Iterator[PrivateAgent]:
+def private_agent(
+    layout: Layout,
+    core: CoreV1Api,
+    workdir: Path,
+    *,
+    labels: dict[str, str] | None = None,
+    images: dict[str, Path] | None = None,
+) -> Iterator[PrivateAgent]:
+    """Run an agent with one node tainted ``sluice.dev/isolated=<node>:NoSchedule``;
+    ``images`` map image names to code roots (default: any image, no code root)."""
     node = f"sluice-test-{uuid.uuid4().hex[:6]}"
     port = free_port()
     argv = [
@@ -55,7 +64,9 @@ def private_agent(layout: Layout, core: CoreV1Api, workdir: Path) -> Iterator[Pr
         f"--control-port={port}",
         f"--state-dir={workdir / node}",
         "--image-root=*=",
+        *(f"--image-root={image}={root}" for image, root in (images or {}).items()),
         f"--taint={ISOLATION_TAINT}={node}:NoSchedule",
+        *(f"--label={key}={value}" for key, value in (labels or {}).items()),
     ]
     env = {**os.environ, **procs.marker_env(layout.stack)}
     with (workdir / f"{node}.log").open("ab") as log:
