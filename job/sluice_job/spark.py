@@ -3,13 +3,15 @@
 Defaults (each can be overridden by ``spec.spark.conf``): no locality wait (batches
 are short, waiting for a local slot costs more than reading remotely), shuffle
 partitions sized to the cores instead of 200, the UI off unless asked for. The
-Kafka connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths); the
-master from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``). Python
-workers run the driver's own interpreter.
+Kafka connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths), the
+master from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``), and
+Spark-on-Kubernetes settings (JSON) from ``SLUICE_SPARK_CONF``; the operator sets
+both when executors run as pods. Python workers run the driver's own interpreter.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -49,6 +51,7 @@ def spark_conf(
     jars = env.get("SLUICE_SPARK_JARS")
     if jars:
         conf["spark.jars"] = jars
+    conf.update(json.loads(env.get("SLUICE_SPARK_CONF") or "{}"))
     conf.update(spec.spark.conf)
     return conf
 

@@ -12,6 +12,21 @@ import pytest
 from tests.support.operator import Operators, Pipeline, standin_spec, terminated
 from tests.support.waiting import wait_for
 
+
+def scrape(port: int) -> dict[str, float]:
+    """The operator's /metrics as {sample: value}."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
@@ -82,6 +97,9 @@ def test_image_change_stops_the_driver_cleanly_and_starts_the_new_image(
     (live,) = pipeline.live_pods()
     assert live.spec.containers[0].image == "sluice-test/standin:v2"
     print(f"\nupgrade gap (spec change -> new driver Running): {gap:.1f}s")
+    metrics = scrape(operators.started[0].http_port)
+    assert metrics["sluice_operator_upgrade_duration_seconds_count"] >= 1
+    assert metrics['sluice_operator_pipelines{phase="Running"}'] == 1
 
 
 def test_suspend_stops_the_driver_and_resume_starts_a_new_epoch(

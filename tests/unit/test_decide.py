@@ -199,3 +199,28 @@ def test_an_older_running_driver_is_stopped() -> None:
     status, pod = running(epoch=5)
     old = PodView(naming.driver_pod("kpis", 4), 4, PodPhase.RUNNING, "n2")
     assert StopPod(old.name) in decide(observed(status, (pod, old))).actions
+
+
+def test_driver_pod_passes_spark_on_kubernetes_settings_when_executors_are_pods() -> None:
+    from sluice_operator import builders
+
+    owner = builders.Owner("kpis", "ns", "u1")
+    pipeline = spec(spark={"executors": {"instances": 2}})
+    env = {e["name"]: e for e in builders.driver_env(owner, pipeline, 7)}
+    conf = json.loads(env["SLUICE_SPARK_CONF"]["value"])
+    assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
+    assert conf["spark.driver.host"] == "kpis-driver.ns.svc"
+    assert env["SLUICE_SPARK_MASTER"]["value"].startswith("k8s://")
+    names = [e["name"] for e in builders.driver_env(owner, pipeline, 7)]
+    assert names.index("POD_NAME") < names.index("SLUICE_SPARK_CONF")  # $(POD_NAME) expands
+
+
+def test_credentials_reach_the_driver_only_as_secret_references() -> None:
+    from sluice_operator import builders
+
+    owner = builders.Owner("kpis", "ns", "u1")
+    pipeline = spec(checkpoint={"cassandra": {"contactPoints": ["c"], "credentialsSecret": "cass"}})
+    env = {e["name"]: e for e in builders.driver_env(owner, pipeline, 1)}
+    user = env["SLUICE_CHECKPOINT_CASSANDRA_USERNAME"]
+    assert user["valueFrom"]["secretKeyRef"] == {"name": "cass", "key": "username"}
+    assert "value" not in user

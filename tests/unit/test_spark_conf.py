@@ -1,0 +1,44 @@
+"""The driver's Spark configuration: micro-batch defaults, operator settings, user
+overrides, in that order of precedence (later wins)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sluice_job.spark import spark_conf
+from sluice_job.spec import PipelineSpec
+
+pytestmark = pytest.mark.unit
+
+SPEC = PipelineSpec.model_validate(
+    {
+        "image": "i",
+        "source": {"kafka": {"bootstrapServers": "k:1", "topics": ["t"]}},
+        "transform": {"entrypoint": "m:f"},
+        "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
+        "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+        "spark": {"driver": {"cores": 3}, "conf": {"spark.locality.wait": "1s"}},
+    }
+)
+
+
+def test_local_defaults_suit_micro_batches() -> None:
+    conf = spark_conf(SPEC, {}, "app", "/usr/bin/python3")
+    assert conf["spark.master"] == "local[3]"
+    assert conf["spark.sql.shuffle.partitions"] == "3"
+    assert conf["spark.pyspark.python"] == "/usr/bin/python3"
+
+
+def test_operator_settings_apply_and_the_users_conf_wins() -> None:
+    env = {
+        "SLUICE_SPARK_MASTER": "k8s://https://kubernetes.default.svc:443",
+        "SLUICE_SPARK_CONF": json.dumps(
+            {"spark.kubernetes.driver.pod.name": "p-driver-4", "spark.locality.wait": "0s"}
+        ),
+    }
+    conf = spark_conf(SPEC, env, "app", "python")
+    assert conf["spark.kubernetes.driver.pod.name"] == "p-driver-4"
+    assert conf["spark.locality.wait"] == "1s"
+    assert conf["spark.master"].startswith("k8s://")
