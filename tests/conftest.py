@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -158,6 +159,29 @@ def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Ite
     cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
 
 
+# -- Datastore ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def datastore_host(servers: StackServers) -> str:
+    """``host:port`` of the stack's Datastore API server: a DATASTORE_EMULATOR_HOST."""
+    from sluice_dev.servers import datastore
+
+    servers.ensure(datastore.NAME)
+    return datastore.HOST
+
+
+@pytest.fixture
+def datastore_project(datastore_host: str, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A Datastore project of this test alone (its data, faults and call counters on the
+    shared server), forgotten afterwards."""
+    from sluice_dev.datastore import remote
+
+    project = unique_name("ds")
+    yield project
+    remote.forget(project)
+
+
 # -- Kubernetes -------------------------------------------------------------------
 
 
@@ -204,45 +228,66 @@ def private_agent(kube_stack: Layout, core: Any, tmp_path: Path) -> Iterator[Any
 
 
 @pytest.fixture(scope="session")
-def sluice_crd(kube_stack: Layout) -> str:
-    """The StreamingPipeline CRD from crds/, applied and servable; returns its name."""
+def custom(kube_stack: Layout) -> Any:
+    """The custom-objects API (kubernetes client ``CustomObjectsApi``) as admin."""
+    from kubernetes import config
+    from kubernetes.client import CustomObjectsApi
+
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    return CustomObjectsApi(client)
+
+
+@pytest.fixture(scope="session")
+def sluice_crd(kube_stack: Layout, custom: Any) -> str:
+    """The committed CRD, applied server-side (as ``kubectl apply`` users do),
+    Established and served. Left installed: other tests and sessions share it."""
     import subprocess
 
     from kubernetes import config
-    from kubernetes.client import CustomObjectsApi
+    from kubernetes.client import ApiextensionsV1Api
     from kubernetes.client.exceptions import ApiException
 
     from sluice_dev.paths import REPO_ROOT
     from sluice_dev.servers import kube
-    from sluice_operator import naming
+    from sluice_operator import crd, naming
     from tests.support.waiting import wait_for
 
     path = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
-    subprocess.run(
+    applied = subprocess.run(
         [
             str(kube.kubectl(kube_stack)),
             f"--kubeconfig={kube_stack.kubeconfig}",
             "apply",
             "--server-side",
             "--force-conflicts",
+            "--field-manager=sluice-tests",
             "-f",
             str(path),
         ],
-        check=True,
         capture_output=True,
+        text=True,
         timeout=60,
+        check=False,
     )
-    custom = CustomObjectsApi(config.new_client_from_config(str(kube_stack.kubeconfig)))  # type: ignore[no-untyped-call]
+    assert applied.returncode == 0, applied.stderr
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    extensions = ApiextensionsV1Api(client)
 
-    def servable() -> bool:
+    def established() -> bool:
+        status = extensions.read_custom_resource_definition(crd.NAME).status
+        conditions = (status.conditions if status else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    def served() -> bool:  # 404/429 for a moment after Established
         try:
             custom.list_cluster_custom_object(naming.GROUP, naming.VERSION, naming.PLURAL)
         except ApiException:
             return False
         return True
 
-    wait_for(servable, timeout=60, what="the StreamingPipeline API to be served")
-    return f"{naming.PLURAL}.{naming.GROUP}"
+    wait_for(established, timeout=60, what=f"CRD {crd.NAME} Established")
+    wait_for(served, timeout=60, what="the StreamingPipeline API to be served")
+    return crd.NAME
 
 
 @pytest.fixture(scope="session")
@@ -266,14 +311,10 @@ def operators(kube_stack: Layout, namespace: str, tmp_path: Path) -> Iterator[An
 
 
 @pytest.fixture
-def pipeline(sluice_crd: str, core: Any, namespace: str, kube_stack: Layout) -> Any:
+def pipeline(sluice_crd: str, custom: Any, core: Any, namespace: str) -> Any:
     """A StreamingPipeline name in the test's namespace, with API helpers."""
-    from kubernetes import config
-    from kubernetes.client import CustomObjectsApi
-
     from tests.support.operator import Pipeline
 
-    custom = CustomObjectsApi(config.new_client_from_config(str(kube_stack.kubeconfig)))  # type: ignore[no-untyped-call]
     return Pipeline(custom, core, namespace, "kpis")
 
 
@@ -291,9 +332,11 @@ def spark_jars(layout: Layout) -> tuple[Path, ...]:
 
 @pytest.fixture(scope="session")
 def spark_session(spark_jars: tuple[Path, ...]) -> Iterator[Any]:
-    """A local[2] SparkSession with Spark's Kafka source, bound to loopback only."""
+    """A local[2] SparkSession with Spark's Kafka source, bound to loopback only.
+    Python workers run this interpreter, so they import the project's packages."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("sluice-tests")

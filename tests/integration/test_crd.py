@@ -18,12 +18,11 @@ from typing import Any, cast
 
 import pytest
 import yaml
-from kubernetes import config
-from kubernetes.client import ApiextensionsV1Api, CustomObjectsApi
+from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.servers import kube
 from sluice_job.spec import PipelineSpec
 from sluice_operator import crd, naming
@@ -31,7 +30,6 @@ from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-CRD_FILE = REPO_ROOT / "crds" / crd.FILE_NAME
 MERGE_PATCH = "application/merge-patch+json"
 
 # The manifest of DESIGN.md, "What a user writes".
@@ -81,34 +79,6 @@ MINIMAL: dict[str, Any] = {
 def kubectl(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
     command = [str(kube.kubectl(layout)), f"--kubeconfig={layout.kubeconfig}", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-
-
-def established(extensions: ApiextensionsV1Api) -> bool:
-    status = extensions.read_custom_resource_definition(crd.NAME).status
-    conditions = (status.conditions if status else None) or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-
-@pytest.fixture(scope="session")
-def pipeline_crd(kube_stack: Layout) -> str:
-    """The committed CRD, applied server-side (as ``kubectl apply`` users do) and
-    Established. Left installed: other tests and sessions share it."""
-    applied = kubectl(
-        kube_stack,
-        *("apply", "--server-side", "--force-conflicts", "--field-manager=sluice-tests"),
-        *("-f", str(CRD_FILE)),
-    )
-    assert applied.returncode == 0, applied.stderr
-    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
-    extensions = ApiextensionsV1Api(client)
-    wait_for(lambda: established(extensions), timeout=60, what=f"CRD {crd.NAME} Established")
-    return crd.NAME
-
-
-@pytest.fixture(scope="session")
-def custom(kube_stack: Layout) -> CustomObjectsApi:
-    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
-    return CustomObjectsApi(client)
 
 
 @dataclass(frozen=True)
@@ -178,7 +148,7 @@ class Pipelines:
 
 
 @pytest.fixture
-def pipelines(pipeline_crd: str, custom: CustomObjectsApi, namespace: str) -> Pipelines:
+def pipelines(sluice_crd: str, custom: CustomObjectsApi, namespace: str) -> Pipelines:
     result = Pipelines(custom, namespace)
     wait_for(result.listed, timeout=60, what=f"{naming.PLURAL} to be served in {namespace}")
     return result
@@ -465,9 +435,7 @@ def test_status_takes_the_operators_fields_and_bookkeeping(
     assert row.split()[:4] == ["page-kpis", "Running", "4", EXAMPLE["image"]]
 
 
-def test_kubectl_explain_shows_the_field_descriptions(
-    pipeline_crd: str, kube_stack: Layout
-) -> None:
+def test_kubectl_explain_shows_the_field_descriptions(sluice_crd: str, kube_stack: Layout) -> None:
     kafka = crd.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
         "spec"
     ]["properties"]["source"]["properties"]["kafka"]
