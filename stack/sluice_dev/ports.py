@@ -1,17 +1,26 @@
 """The loopback ports of the local stack, chosen away from the well-known defaults so
-that the stack does not collide with servers a developer may run by hand."""
+that the stack does not collide with servers a developer may run by hand.
 
+``SLUICE_PORT_OFFSET`` shifts every port by the same amount, so a second stack (a
+CI rehearsal in a fresh clone, with its own ``SLUICE_STACK_DIR``) can run beside the
+first on one machine.
+"""
+
+import os
 from typing import Final
 
 HOST: Final = "127.0.0.1"
+OFFSET: Final = int(os.environ.get("SLUICE_PORT_OFFSET", "0"))
 
-KAFKA: Final = 19092
-KAFKA_CONTROLLER: Final = 19093
-CASSANDRA_NATIVE: Final = 19042
-CASSANDRA_STORAGE: Final = 17000
-ETCD_CLIENT: Final = 12379
-ETCD_PEER: Final = 12380
-KUBE_APISERVER: Final = 16443
-KUBE_CONTROLLER_MANAGER: Final = 20257
-KUBE_SCHEDULER: Final = 20259
-NODE_AGENT: Final = 20250
+KAFKA: Final = 19092 + OFFSET
+KAFKA_CONTROLLER: Final = 19093 + OFFSET
+CASSANDRA_NATIVE: Final = 19042 + OFFSET
+CASSANDRA_STORAGE: Final = 17000 + OFFSET
+ETCD_CLIENT: Final = 12379 + OFFSET
+ETCD_PEER: Final = 12380 + OFFSET
+KUBE_APISERVER: Final = 16443 + OFFSET
+KUBE_CONTROLLER_MANAGER: Final = 20257 + OFFSET
+KUBE_SCHEDULER: Final = 20259 + OFFSET
+NODE_AGENT: Final = 20250 + OFFSET
+DATASTORE: Final = 18081 + OFFSET
+DATASTORE_CONTROL: Final = 18082 + OFFSET
