@@ -28,8 +28,8 @@ the grace period becomes Ready=Unknown and gets the ``node.kubernetes.io/unreach
 taints (NoSchedule and NoExecute) about 10.5 s after its last renewal. When *every*
 node is down the controller assumes its own connectivity failed ("full disruption")
 and applies only the NoSchedule taint. Processes run by the node agent reach the
-apiserver at ``https://127.0.0.1:16443`` (plus ``SLUICE_PORT_OFFSET``) (the serving certificate also names 127.0.0.1),
-not at the service IP, which nothing routes here.
+apiserver at ``https://127.0.0.1:16443`` (plus ``SLUICE_PORT_OFFSET``; the serving
+certificate names 127.0.0.1), not at the service IP, which nothing routes here.
 """
 
 from __future__ import annotations
