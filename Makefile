@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo clean
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo bench clean
 
 all: test
 
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@bash stack/scripts/check-prereqs.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[job,operator,dev]'
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[job,operator,dev,bench]'
 	@touch $@
 
 setup: $(STAMP)
@@ -59,6 +59,13 @@ demo: provision
 	@echo
 	@echo "The stack is running. Point clients at it with:  eval \"\$$($(BIN)/sluice-dev env)\""
 	@echo "Stop it with:  make down"
+
+# The benchmark (bench/): Sluice's loop against Spark Structured Streaming on the local
+# Kafka and Cassandra, left running afterwards. Results in bench/results/. Options as
+# flags, e.g. `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
+bench: provision
+	$(BIN)/sluice-dev up kafka cassandra
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean: down
 	rm -rf .stack

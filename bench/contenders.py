@@ -1,0 +1,219 @@
+"""The two contenders as child processes: Sluice's real driver and the Structured
+Streaming baseline, started with the same pipeline spec and read the same way.
+
+Both get one spec (camelCase, as users write it): same topic, transform, sink
+table shape, per-partition cap, trigger interval and Spark resources. Sluice reads
+it from ``SLUICE_CONFIG`` as under the operator; the baseline from a JSON file
+(``bench.structured_job``). Their reports (the driver's JSON log, the baseline's
+progress file) are parsed into :class:`~bench.batches.BatchRecord` as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+from bench.batches import BatchRecord, from_sluice, from_structured
+from bench.processes import Child, Event, JsonLines
+from sluice_dev.paths import REPO_ROOT
+
+TRANSFORM: Final = "sluice_job.examples.events:transform"
+STOP_GRACE: Final = 120.0
+
+
+class System(StrEnum):
+    SLUICE = "sluice"
+    STRUCTURED = "structured"
+
+    @property
+    def display(self) -> str:
+        return "Sluice" if self is System.SLUICE else "Structured Streaming"
+
+
+class ContenderFailedError(RuntimeError):
+    """A contender exited or stalled; the message holds the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a contender reads and writes in one phase."""
+
+    bootstrap: str
+    contact: str
+    keyspace: str
+    topic: str
+    table: str
+    partitions: int
+    cap: int
+    interval: float
+    driver_memory: str
+
+
+def pipeline_spec(target: Target) -> dict[str, Any]:
+    """The StreamingPipeline spec both contenders run (camelCase, as users write it)."""
+    cassandra = {"contactPoints": [target.contact], "keyspace": target.keyspace}
+    return {
+        "image": "local/sluice-bench",
+        "source": {
+            "kafka": {
+                "bootstrapServers": target.bootstrap,
+                "topics": [target.topic],
+                "startingOffsets": "earliest",
+                "maxRecordsPerPartition": target.cap,
+            }
+        },
+        "transform": {"entrypoint": TRANSFORM, "options": {}},
+        "sink": {"cassandra": {**cassandra, "table": target.table}},
+        "checkpoint": {"cassandra": cassandra},
+        "trigger": {"intervalSeconds": target.interval},
+        "spark": {"driver": {"cores": 2, "memory": target.driver_memory}},
+    }
+
+
+SPARK_CONF: Final = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def child_env(jars: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """Environment shared by both contenders: the same jars and Spark settings."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "PYSPARK_PYTHON": sys.executable,
+        "SLUICE_SPARK_JARS": jars,
+        "SLUICE_SPARK_CONF": json.dumps(SPARK_CONF),
+        **extra,
+    }
+
+
+@dataclass
+class Contender:
+    """A running contender: its process, its report file and the batches so far."""
+
+    system: System
+    child: Child
+    reports: JsonLines
+    parse: Callable[[Event], BatchRecord | None]
+    is_ready: Callable[[Event], bool]
+    batches: list[BatchRecord] = field(default_factory=list)
+    ready: bool = False
+
+    def poll(self) -> None:
+        """Take in new reports; raises if the process has exited."""
+        for event in self.reports.read_new():
+            self.ready = self.ready or self.is_ready(event)
+            batch = self.parse(event)
+            if batch is not None:
+                self.batches.append(batch)
+        code = self.child.exited()
+        if code is not None:
+            raise ContenderFailedError(
+                f"{self.system.display} exited with code {code}; log {self.child.log}:\n"
+                f"{self.child.tail()}"
+            )
+
+    @property
+    def records(self) -> int:
+        return sum(b.records for b in self.batches)
+
+    def wait(self, done: Callable[[Contender], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll()
+            if done(self):
+                return
+            if time.monotonic() > deadline:
+                raise ContenderFailedError(
+                    f"{self.system.display}: no {what} after {timeout:.0f}s; log {self.child.log}:"
+                    f"\n{self.child.tail()}"
+                )
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        """Clean stop (SIGTERM: the batch in flight finishes); the last reports are read."""
+        code = self.child.stop(STOP_GRACE)
+        for event in self.reports.read_new():
+            batch = self.parse(event)
+            if batch is not None:
+                self.batches.append(batch)
+        return code
+
+
+def start_sluice(
+    target: Target, pipeline: str, namespace: str, workdir: Path, env: Mapping[str, str]
+) -> Contender:
+    """The real driver, ``python -m sluice_job``, configured as the operator would."""
+    log = workdir / f"sluice-{pipeline}.log"
+    driver_env = {
+        **env,
+        "SLUICE_CONFIG": json.dumps(pipeline_spec(target)),
+        "SLUICE_PIPELINE": pipeline,
+        "SLUICE_NAMESPACE": namespace,
+        "SLUICE_EPOCH": "1",
+        "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{pipeline}.termination.json"),
+    }
+    child = Child.start(
+        "sluice", [sys.executable, "-m", "sluice_job"], driver_env, log, cwd=workdir
+    )
+    return Contender(
+        System.SLUICE,
+        child,
+        JsonLines(log),
+        from_sluice,
+        lambda event: event.get("event") == "claimed",
+    )
+
+
+def start_structured(
+    target: Target, pipeline: str, workdir: Path, env: Mapping[str, str]
+) -> Contender:
+    """The baseline, ``python -m bench.structured_job``, on the same spec."""
+    progress = workdir / f"structured-{pipeline}.progress.jsonl"
+    config = workdir / f"structured-{pipeline}.json"
+    config.write_text(
+        json.dumps(
+            {
+                "spec": pipeline_spec(target),
+                "name": f"bench-{pipeline}",
+                "checkpoint_dir": str(workdir / f"structured-{pipeline}.checkpoint"),
+                "progress_file": str(progress),
+                "max_offsets_per_trigger": target.cap * target.partitions,
+            }
+        )
+    )
+    log = workdir / f"structured-{pipeline}.log"
+    argv = [sys.executable, "-m", "bench.structured_job", "--config", str(config)]
+    child = Child.start("structured", argv, env, log, cwd=workdir)
+    return Contender(
+        System.STRUCTURED,
+        child,
+        JsonLines(progress),
+        _structured_progress,
+        lambda event: event.get("event") == "started",
+    )
+
+
+def _structured_progress(event: Event) -> BatchRecord | None:
+    if event.get("event") != "progress":
+        return None
+    return from_structured(event["progress"])
+
+
+def start(
+    system: System,
+    target: Target,
+    pipeline: str,
+    namespace: str,
+    workdir: Path,
+    env: Mapping[str, str],
+) -> Contender:
+    if system is System.SLUICE:
+        return start_sluice(target, pipeline, namespace, workdir, env)
+    return start_structured(target, pipeline, workdir, env)

@@ -1,0 +1,137 @@
+"""What the benchmark needs from the local stack: servers up, Spark's Kafka jars,
+fresh topics and a fresh keyspace with one sink table per contender and phase.
+
+Servers already up are reused and never stopped (other runs share the stack's
+ports); servers that are down are started and left running, like
+``sluice-dev up kafka cassandra``. Topics and the keyspace carry a per-run name and
+are deleted at the end unless asked to keep them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from cassandra.cluster import Cluster, Session
+
+# NewTopic is missing from the package's stubs, not from the package.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from sluice_dev import ports
+from sluice_dev import stack as local_stack
+from sluice_dev.paths import Layout
+from sluice_dev.servers import kafka
+from sluice_dev.servers import spark as spark_artifact
+from sluice_job.cassandra_session import connect
+
+SERVERS: Final = ("kafka", "cassandra")
+
+EVENTS_TABLE: Final = """CREATE TABLE {keyspace}.{table} (event_id text PRIMARY KEY,
+    seq bigint, page text, action text, user_id text, event_time timestamp,
+    source_topic text, source_partition int, source_offset bigint)"""
+"""The target table of ``sluice_job.examples.events`` (see its docstring)."""
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Per-run names: a stamp for files, and the topic and keyspace prefix."""
+
+    stamp: str
+    run: str
+
+    @classmethod
+    def fresh(cls) -> Names:
+        now = datetime.now(UTC)
+        return cls(now.strftime("%Y%m%dT%H%M%SZ"), f"{now:%m%d%H%M}{uuid.uuid4().hex[:6]}")
+
+    @property
+    def keyspace(self) -> str:
+        return f"bench_{self.run}"
+
+    def topic(self, role: str) -> str:
+        return f"bench-{self.run}-{role}"
+
+
+def ensure_stack(layout: Layout, say: Say) -> str:
+    """Kafka and Cassandra healthy (started if down, never stopped); the Spark jars
+    provisioned. Returns the jars as ``spark.jars`` wants them."""
+    wanted = local_stack.with_requirements(SERVERS)
+    down = [s.name for s in wanted if not local_stack.health(s, layout).healthy]
+    if down:
+        say(f"starting {', '.join(down)} (left running afterwards)")
+        local_stack.up(layout, down, say=say)
+    local_stack.provision(layout, [spark_artifact.NAME], say=lambda _line: None)
+    return ",".join(str(jar) for jar in spark_artifact.spark_jars(layout))
+
+
+BOOTSTRAP: Final = kafka.BOOTSTRAP
+CONTACT: Final = f"{ports.HOST}:{ports.CASSANDRA_NATIVE}"
+
+
+class Topics:
+    """Creates topics (each with a leader per partition before use); deletes them."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.created: list[str] = []
+
+    def create(self, name: str, partitions: int) -> str:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1)
+        self.admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
+        self.created.append(name)
+        deadline = time.monotonic() + 60
+        while not self._ready(name, partitions):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {name}: no leader for every partition after 60s")
+            time.sleep(0.2)
+        return name
+
+    def _ready(self, name: str, partitions: int) -> bool:
+        found = self.admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if found is None or found.error is not None:
+            return False
+        leaders = [p.leader for p in found.partitions.values()]
+        return len(leaders) == partitions and all(leader >= 0 for leader in leaders)
+
+    def delete_all(self) -> None:
+        if self.created:
+            for future in self.admin.delete_topics(self.created, operation_timeout=30).values():
+                future.result(timeout=60)
+            self.created.clear()
+
+
+@contextmanager
+def cassandra_session(contact: str) -> Iterator[Session]:
+    cluster: Cluster
+    cluster, session = connect([contact], None, timeout=30)
+    try:
+        yield session
+    finally:
+        cluster.shutdown()
+
+
+def create_keyspace(session: Session, keyspace: str, tables: Sequence[str]) -> None:
+    session.execute(
+        f"CREATE KEYSPACE {keyspace} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        timeout=120,
+    )
+    for table in tables:
+        session.execute(EVENTS_TABLE.format(keyspace=keyspace, table=table), timeout=120)
+
+
+def drop_keyspace(session: Session, keyspace: str) -> None:
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+
+
+def count_rows(session: Session, keyspace: str, table: str) -> int:
+    """Rows in a sink table (a full scan: run outside any timed window)."""
+    row: Any = session.execute(f"SELECT COUNT(*) FROM {keyspace}.{table}", timeout=600).one()
+    return int(row[0])

@@ -1,0 +1,231 @@
+"""Running the benchmark: the stack, the data, then each phase for each contender.
+
+Contenders run one at a time, in ``settings.order``, each in a fresh process:
+throughput first (the backlog topic, shared), then latency (a fresh topic each).
+Every contender writes its own sink table, so rows and visibility never mix.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cassandra.cluster import Session
+
+from bench import fixtures
+from bench.batches import BatchRecord
+from bench.contenders import Contender, System, Target, child_env, start
+from bench.fixtures import BOOTSTRAP, CONTACT, Names, Topics
+from bench.live import Pace, Poller, Produced, produce_paced
+from bench.settings import Settings
+from sluice_dev.events import EventFactory
+from sluice_dev.paths import Layout
+from sluice_dev.produce import produce
+
+Say = Callable[[str], None]
+START_TIMEOUT = 300.0
+BACKLOG_SEED = 7
+PRIME_START = 1_000_000_000
+"""Sequence numbers of priming events: far from the paced ones, so ids never clash."""
+LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12}
+
+
+@dataclass
+class ThroughputRun:
+    batches: list[BatchRecord]
+    process_seconds: float
+    """From starting the process until it reported the whole backlog (JVM start-up
+    and session creation included)."""
+    rows_in_sink: int | None
+
+
+@dataclass
+class LatencyRun:
+    batches: list[BatchRecord]
+    latencies: list[float]
+    produced: Produced
+    missing: int
+    poll_rounds: int
+    poll_errors: int
+    poll_seconds: float
+
+
+@dataclass
+class Outcome:
+    names: Names
+    logs: Path
+    backlog_seconds: float = 0.0
+    throughput: dict[System, ThroughputRun] = field(default_factory=dict)
+    latency: dict[System, LatencyRun] = field(default_factory=dict)
+
+
+@dataclass
+class Bench:
+    settings: Settings
+    session: Session
+    topics: Topics
+    env: dict[str, str]
+    outcome: Outcome
+    say: Say
+
+    @property
+    def keyspace(self) -> str:
+        return self.outcome.names.keyspace
+
+    def target(self, topic: str, table: str, interval: float) -> Target:
+        s = self.settings
+        return Target(
+            bootstrap=BOOTSTRAP,
+            contact=CONTACT,
+            keyspace=self.keyspace,
+            topic=topic,
+            table=table,
+            partitions=s.partitions,
+            cap=s.cap,
+            interval=interval,
+            driver_memory=s.driver_memory,
+        )
+
+    def start(self, system: System, target: Target, pipeline: str) -> Contender:
+        namespace = f"bench-{self.outcome.names.run}"
+        return start(system, target, pipeline, namespace, self.outcome.logs, self.env)
+
+    def produce_backlog(self) -> str:
+        s = self.settings
+        topic = self.topics.create(self.outcome.names.topic("backlog"), s.partitions)
+        began = time.monotonic()
+
+        def progress(done: int) -> None:
+            if done % 100_000 == 0:
+                self.say(f"  produced {done:,} / {s.events:,}")
+
+        produce(BOOTSTRAP, topic, s.events, factory=EventFactory(BACKLOG_SEED), progress=progress)
+        self.outcome.backlog_seconds = time.monotonic() - began
+        self.say(f"backlog: {s.events:,} events on {topic} in {self.outcome.backlog_seconds:.1f}s")
+        return topic
+
+    def throughput(self, system: System, topic: str) -> ThroughputRun:
+        table = f"backlog_{system.value}"
+        contender = self.start(system, self.target(topic, table, 0.0), "backlog")
+        with _stopped_on_exit(contender):
+            contender.wait(
+                lambda c: c.records >= self.settings.events,
+                self.settings.run_timeout,
+                f"{self.settings.events:,} records",
+            )
+            seconds = time.monotonic() - contender.child.started
+        rows = (
+            fixtures.count_rows(self.session, self.keyspace, table)
+            if self.settings.verify
+            else None
+        )
+        run = ThroughputRun(contender.batches, seconds, rows)
+        self.say(
+            f"{system.display}: {contender.records:,} records in {len(run.batches)} batches, "
+            f"process {seconds:.1f}s, rows in sink: {rows if rows is not None else '-'}"
+        )
+        return run
+
+    def latency(self, system: System) -> LatencyRun:
+        s = self.settings
+        topic = self.topics.create(self.outcome.names.topic(f"live-{system.value}"), s.partitions)
+        table = f"live_{system.value}"
+        contender = self.start(system, self.target(topic, table, s.trigger_seconds), "live")
+        with _stopped_on_exit(contender):
+            contender.wait(lambda c: c.ready, START_TIMEOUT, "start")
+            self._prime(system, topic, contender)
+            poller = Poller(self.session, self.keyspace, table, s.poll_interval)
+            poller.start()
+            try:
+                produced = self._produce_live(system, topic, poller, contender)
+                _drain(poller, contender, s.drain_timeout)
+            finally:
+                poller.stop()
+        run = LatencyRun(
+            contender.batches,
+            list(poller.latencies),
+            produced,
+            poller.waiting,
+            poller.rounds,
+            poller.errors,
+            poller.seconds,
+        )
+        self.say(
+            f"{system.display}: {produced.events:,} events at {produced.rate:,.0f}/s, "
+            f"{len(run.latencies):,} probes seen, {run.missing} missing"
+        )
+        return run
+
+    def _prime(self, system: System, topic: str, contender: Contender) -> None:
+        """One trigger's worth of events, processed before anything is produced at
+        pace: a fresh process's first batch starts the Python workers and opens their
+        Cassandra sessions, which is start-up, not latency."""
+        s = self.settings
+        count = max(1, int(s.rate * max(1.0, s.trigger_seconds)))
+        factory = EventFactory(LIVE_SEEDS[system])
+        produce(BOOTSTRAP, topic, count, start=PRIME_START, factory=factory)
+        contender.wait(lambda c: c.records >= count, START_TIMEOUT, "priming batch")
+
+    def _produce_live(
+        self, system: System, topic: str, poller: Poller, contender: Contender
+    ) -> Produced:
+        s = self.settings
+        pace = Pace(s.rate, s.latency_seconds, s.warmup_seconds, s.sample_every)
+        factory = EventFactory(LIVE_SEEDS[system])
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(produce_paced, BOOTSTRAP, topic, pace, factory, poller.watch)
+            while not future.done():
+                contender.poll()
+                time.sleep(0.5)
+            return future.result()
+
+
+@contextmanager
+def _stopped_on_exit(contender: Contender) -> Iterator[Contender]:
+    """Stops the contender cleanly after the block; kills it if the block failed."""
+    try:
+        yield contender
+    except BaseException:
+        contender.child.kill()
+        raise
+    contender.stop()
+
+
+def _drain(poller: Poller, contender: Contender, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while poller.waiting and time.monotonic() < deadline:
+        contender.poll()
+        time.sleep(0.2)
+
+
+def run(settings: Settings, say: Say) -> Outcome:
+    names = Names.fresh()
+    logs = settings.results / f"{names.stamp}-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    jars = fixtures.ensure_stack(Layout.from_env(), say)
+    outcome = Outcome(names, logs)
+    topics = Topics(BOOTSTRAP)
+    tables = [f"{phase}_{s.value}" for phase in ("backlog", "live") for s in System]
+    with fixtures.cassandra_session(CONTACT) as session:
+        fixtures.create_keyspace(session, names.keyspace, tables)
+        bench = Bench(settings, session, topics, child_env(jars, {}), outcome, say)
+        try:
+            backlog = bench.produce_backlog()
+            for system in settings.order:
+                say(f"throughput: {system.display} draining the backlog")
+                outcome.throughput[system] = bench.throughput(system, backlog)
+            for system in settings.order:
+                say(f"latency: {system.display} at {settings.rate:,.0f} events/s")
+                outcome.latency[system] = bench.latency(system)
+        finally:
+            if not settings.keep:
+                fixtures.drop_keyspace(session, names.keyspace)
+                topics.delete_all()
+                for checkpoint in logs.glob("*.checkpoint"):
+                    shutil.rmtree(checkpoint, ignore_errors=True)
+    return outcome
