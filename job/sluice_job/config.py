@@ -63,8 +63,8 @@ def describe(err: ValidationError) -> str:
     """One line per problem, each starting with the dotted camelCase field path."""
     lines = []
     for problem in err.errors():
-        field = ".".join(str(part) for part in problem["loc"]) or "spec"
-        lines.append(f"spec.{field}: {problem['msg']}")
+        field = ".".join(["spec", *(str(part) for part in problem["loc"])])
+        lines.append(f"{field}: {problem['msg']}")
     return "invalid configuration: " + "; ".join(lines)
 
 

@@ -10,19 +10,25 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping
 
 from cassandra.cluster import NoHostAvailable
 
-from sluice_job import logs, spark, transform
+from sluice_job import deadletter, logs, metrics, spark, transform
+from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import CheckpointError, CheckpointStore, FencedError
 from sluice_job.config import DriverConfig
+from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import SparkExecutor
 from sluice_job.exitcodes import ExitCode
+from sluice_job.groupoffsets import GroupOffsets, group_name
 from sluice_job.kafka_config import KafkaAccess
 from sluice_job.planner import OffsetOutOfRangeError, Policy
-from sluice_job.runner import Progress, Runner
+from sluice_job.runner import Observer, Observers, Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
+from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
+from sluice_job.spec import PipelineSpec
 from sluice_job.termination import Termination
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
@@ -44,12 +50,17 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         return _failed(ExitCode.FAILURE, "OffsetOutOfRange", err, cfg, progress)
     except SinkSchemaError as err:
         return _failed(ExitCode.FAILURE, "SinkSchema", err, cfg, progress)
+    except DeadLetterError as err:
+        return _failed(ExitCode.FAILURE, "DeadLetterUnavailable", err, cfg, progress)
+    except RejectedWithoutDeadLetterError as err:
+        return _failed(ExitCode.FAILURE, "RejectedWithoutDeadLetter", err, cfg, progress)
     except Exception as err:  # any other failure fails the batch: no commit, exit 1
         return _failed(ExitCode.FAILURE, "BatchFailed", err, cfg, progress)
 
 
 def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
     spec, env = cfg.spec, os.environ
+    prometheus = _metrics(cfg)
     function = transform.load(spec.transform.entrypoint)
     checkpoint = spec.checkpoint.cassandra
     cluster, session = connect(
@@ -64,6 +75,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     )
     store.ensure_schema()
     kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
+    dead_letters = _dead_letters(cfg, env)
     sink = _sink(cfg)
     session_conf = spark.spark_conf(
         spec,
@@ -85,10 +97,13 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             store=store,
             watermarks=WatermarkReader(kafka.librdkafka()),
             executor=SparkExecutor(
-                spark_session, kafka.java(), function, spec.transform.options, sink
+                spark_session, kafka.java(), function, spec.transform.options, sink, dead_letters
             ),
             stop=stop,
             progress=progress,
+            observer=_observer(cfg, kafka, prometheus),
+            rate=_rate_control(spec),
+            initial_cap=spec.source.kafka.backpressure.initial_records_per_partition,
         )
         runner.run()
     finally:
@@ -105,10 +120,48 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     )
 
 
-def _sink(cfg: DriverConfig) -> CassandraSink:
+def _metrics(cfg: DriverConfig) -> metrics.PrometheusObserver:
+    """Metrics of this pipeline; served over HTTP if ``SLUICE_METRICS_PORT`` is set."""
+    port = cfg.metrics_port
+    endpoint = metrics.Endpoint(port) if port is not None else None
+    observer = metrics.PrometheusObserver(cfg.pipeline_id, endpoint)
+    observer.started(cfg.code_version, cfg.epoch)
+    return observer
+
+
+def _observer(
+    cfg: DriverConfig, kafka: KafkaAccess, prometheus: metrics.PrometheusObserver
+) -> Observer:
+    if not cfg.spec.source.kafka.commit_to_consumer_group:
+        return prometheus
+    group = GroupOffsets(kafka.librdkafka(), group_name(cfg.namespace, cfg.pipeline))
+    return Observers((prometheus, group))
+
+
+def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
+    target = cfg.spec.dead_letter
+    if target is None:
+        return deadletter.NoDeadLetters()
+    servers = target.kafka.bootstrap_servers or cfg.spec.source.kafka.bootstrap_servers
+    access = KafkaAccess.from_env(servers, env)
+    return deadletter.kafka(access.librdkafka(), target.kafka.topic, cfg.pipeline_id)
+
+
+def _rate_control(spec: PipelineSpec) -> RateControl | None:
+    source, interval = spec.source.kafka, spec.trigger.interval_seconds
+    if not source.backpressure.enabled:
+        return None
+    return RateControl.of(
+        source.backpressure.target_utilization, interval, source.max_records_per_partition
+    )
+
+
+def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
+    if cfg.spec.sink.datastore is not None:
+        return DatastoreSink(DatastoreTarget.from_spec(cfg.spec.sink.datastore, os.environ))
     target = cfg.spec.sink.cassandra
     if target is None:
-        raise SinkSchemaError("sink.datastore is not supported by this driver build yet")
+        raise SinkSchemaError("set sink.cassandra or sink.datastore")
     return CassandraSink(
         CassandraTarget(
             tuple(target.contact_points),

@@ -7,22 +7,30 @@
 One batch is in flight at a time; any failure ends the loop before another batch is
 planned (fail-fast), so nothing is committed past a failed batch. The runner holds
 no Spark or Cassandra code: it drives three ports (checkpoint store, watermark
-reader, batch executor) that the entry point wires to the real ones.
+reader, batch executor) that the entry point wires to the real ones, and tells an
+:class:`Observer` (metrics, the informative Kafka consumer group) what happened.
+
+With backpressure on, each plan uses the cap the estimator (``backpressure``) drew
+from the batches before it, except the driver's first: it warms up the JVM (class
+loading, code generation) and takes several times longer than the same batch later,
+so it is not observed. A recovered batch keeps the ranges it was planned with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
 from sluice_job import failpoints, logs, offsets
-from sluice_job.checkpoint import Batch, Checkpoint
-from sluice_job.offsets import TopicPartition, Watermarks
-from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, plan
+from sluice_job.backpressure import Estimate, Observation, RateControl
+from sluice_job.checkpoint import Batch, Checkpoint, FencedError
+from sluice_job.offsets import Positions, TopicPartition, Watermarks
+from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, Skip, plan
 from sluice_job.spec import OnOffsetOutOfRange
 
 
@@ -39,14 +47,83 @@ class WatermarkSource(Protocol):
 
 @dataclass(frozen=True)
 class PhaseTimes:
+    """Seconds per phase of an executed batch, and its record counts."""
+
     read: float
     transform: float
     write: float
     records_out: int
+    records_in: int = 0
+    records_rejected: int = 0
+    dead_letter: float = 0.0
 
 
 class Executor(Protocol):
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes: ...
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A committed batch as the observers see it."""
+
+    batch: Batch
+    times: PhaseTimes | None
+    commit_seconds: float
+    batch_seconds: float
+
+
+class Observer(Protocol):
+    """Told what the loop does; must not raise (it only watches)."""
+
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None: ...
+    def cap(self, records_per_partition: int) -> None: ...
+    def skipped(self, skip: Skip) -> None: ...
+    def committed(self, done: Committed) -> None: ...
+    def failed(self, *, fenced: bool) -> None: ...
+
+
+class NoObserver:
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        pass
+
+    def cap(self, records_per_partition: int) -> None:
+        pass
+
+    def skipped(self, skip: Skip) -> None:
+        pass
+
+    def committed(self, done: Committed) -> None:
+        pass
+
+    def failed(self, *, fenced: bool) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Observers:
+    """Several observers as one, told in order."""
+
+    members: tuple[Observer, ...]
+
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        for member in self.members:
+            member.lag(marks, positions)
+
+    def cap(self, records_per_partition: int) -> None:
+        for member in self.members:
+            member.cap(records_per_partition)
+
+    def skipped(self, skip: Skip) -> None:
+        for member in self.members:
+            member.skipped(skip)
+
+    def committed(self, done: Committed) -> None:
+        for member in self.members:
+            member.committed(done)
+
+    def failed(self, *, fenced: bool) -> None:
+        for member in self.members:
+            member.failed(fenced=fenced)
 
 
 @dataclass
@@ -71,6 +148,19 @@ class Runner:
     executor: Executor
     stop: threading.Event = field(default_factory=threading.Event)
     progress: Progress = field(default_factory=Progress)
+    observer: Observer = field(default_factory=NoObserver)
+    rate: RateControl | None = None
+    """Backpressure; ``None`` plans every batch with ``policy``'s cap."""
+    initial_cap: int | None = None
+    clock: Callable[[], float] = time.perf_counter
+    """Times batches (seconds); tests pass a fake."""
+    _estimate: Estimate = field(init=False)
+    _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
+    _warmed_up: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        first = self.initial_cap or self.policy.max_records_per_partition
+        self._estimate = Estimate(min(first, self.policy.max_records_per_partition))
 
     def run(self) -> None:
         """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
@@ -99,47 +189,95 @@ class Runner:
         self.store.release()
         logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
+    @property
+    def cap(self) -> int:
+        """The per-partition cap the next batch is planned with."""
+        return self._estimate.cap if self.rate else self.policy.max_records_per_partition
+
     def _next_batch(self) -> Batch | None:
-        result = plan(self.progress.positions, self.watermarks.fetch(self.topics), self.policy)
+        self._marks = self.watermarks.fetch(self.topics)
+        self.observer.lag(self._marks, self.progress.positions)
+        self.observer.cap(self.cap)
+        policy = dataclasses.replace(self.policy, max_records_per_partition=self.cap)
+        result = plan(self.progress.positions, self._marks, policy)
         self._report_skips(result)
         if not result.ranges and result.positions == self.progress.positions:
             return None
         return Batch(self.progress.batch_id + 1, result.ranges, dict(result.positions))
 
     def _run_batch(self, batch: Batch, *, planned_ahead: bool) -> None:
-        started_at = datetime.now(UTC)
+        try:
+            self._execute_and_commit(batch, planned_ahead=planned_ahead)
+        except FencedError:
+            self.observer.failed(fenced=True)
+            raise
+        except Exception:
+            self.observer.failed(fenced=False)
+            raise
+
+    def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
+        started_at, started = datetime.now(UTC), self.clock()
         if batch.ranges and not planned_ahead:
             self.store.plan(batch)
         times = self.executor.execute(batch, self.epoch) if batch.ranges else None
         failpoints.phase("after_write", batch.batch_id)
         failpoints.phase("commit", batch.batch_id)
-        commit_started = time.perf_counter()
+        commit_started = self.clock()
         self.store.commit(batch, started_at)
-        commit = time.perf_counter() - commit_started
-        failpoints.phase("after_commit", batch.batch_id)
+        commit = self.clock() - commit_started
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
         self.progress.batches += 1
         self.progress.records += batch.records
+        self._report(Committed(batch, times, commit, self.clock() - started), planned_ahead)
+
+    def _report(self, done: Committed, recovered: bool) -> None:
+        batch, times = done.batch, done.times
+        self.observer.committed(done)
+        self.observer.lag(self._marks, self.progress.positions)
         logs.event(
             "batch",
             batch_id=batch.batch_id,
             epoch=self.epoch,
-            recovered=planned_ahead,
+            recovered=recovered,
             ranges=offsets.ranges_json(batch.ranges),
             records=batch.records,
             records_out=times.records_out if times else 0,
+            rejected=times.records_rejected if times else 0,
             read_s=round(times.read, 4) if times else 0.0,
             transform_s=round(times.transform, 4) if times else 0.0,
+            dead_letter_s=round(times.dead_letter, 4) if times else 0.0,
             write_s=round(times.write, 4) if times else 0.0,
-            commit_s=round(commit, 4),
+            commit_s=round(done.commit_seconds, 4),
+            batch_s=round(done.batch_seconds, 4),
         )
+        self._observe_rate(batch, done.batch_seconds)
+
+    def _observe_rate(self, batch: Batch, seconds: float) -> None:
+        if self.rate is None or not batch.ranges:
+            return
+        if not self._warmed_up:
+            self._warmed_up = True
+            return
+        largest = max(r.count for r in batch.ranges)
+        before = self._estimate.cap
+        seen = Observation(largest, seconds, capped=largest >= before)
+        self._estimate = self._estimate.observe(seen, self.rate)
+        if self._estimate.cap != before:
+            logs.event(
+                "backpressure",
+                batch_id=batch.batch_id,
+                batch_s=round(seconds, 4),
+                target_s=round(self.rate.target_seconds, 4),
+                cap_before=before,
+                cap=self._estimate.cap,
+            )
 
     def _recoverable(self, planned: Batch | None) -> Batch | None:
         """A batch planned by a previous driver and never committed is re-executed
         exactly as planned, unless retention deleted part of it meanwhile."""
         if planned is None or not planned.ranges:
             return planned
-        marks = self.watermarks.fetch(self.topics)
+        marks = self._marks = self.watermarks.fetch(self.topics)
         lost = [r for r in planned.ranges if r.tp in marks and r.start < marks[r.tp].low]
         if not lost:
             logs.event(
@@ -161,6 +299,7 @@ class Runner:
     def _report_skips(self, result: Plan) -> None:
         for skip in result.skips:
             self.progress.skipped += skip.count
+            self.observer.skipped(skip)
             logs.event(
                 "skipped records deleted by retention",
                 level=30,

@@ -1,12 +1,28 @@
 """Building the driver's SparkSession with defaults suited to small micro-batches.
 
-Defaults (each can be overridden by ``spec.spark.conf``): no locality wait (batches
-are short, waiting for a local slot costs more than reading remotely), shuffle
-partitions sized to the cores instead of 200, the UI off unless asked for. The
-Kafka connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths), the
-master from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``), and
+A micro-batch is a few short Spark jobs every few seconds, not one long job, so
+Spark's defaults (tuned for big batch jobs) cost latency. Each default below can be
+overridden by ``spec.spark.conf``; docs/tuning.md explains them with measurements.
+
+* ``spark.locality.wait=0s``: a task runs on the first free core. Waiting (3 s by
+  default) for a core local to the data costs more than reading a few megabytes
+  over the network, and the Kafka partitions have no locality on executors anyway.
+* ``spark.sql.shuffle.partitions`` and ``spark.default.parallelism`` = the cores
+  (driver cores in local mode, executors x cores otherwise) instead of 200: a
+  shuffle of a small batch into 200 partitions is 200 tiny tasks to schedule.
+* UI off, and the status store keeps the last 100 jobs and stages and 50 SQL
+  executions (not 1000 each): a pipeline runs millions of jobs, nobody browses
+  them, and their history is driver memory.
+* Python workers are reused (``spark.python.worker.reuse``) and run the driver's
+  own interpreter, so they import the same packages (and the user's code), and the
+  sinks' connections opened in a worker live across batches.
+* Time zone UTC, so timestamps do not depend on the node's zone.
+
+Caching is decided per batch in ``execute`` (input and rejects only). The Kafka
+connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths), the master
+from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``), and
 Spark-on-Kubernetes settings (JSON) from ``SLUICE_SPARK_CONF``; the operator sets
-both when executors run as pods. Python workers run the driver's own interpreter.
+both when executors run as pods.
 """
 
 from __future__ import annotations
@@ -44,6 +60,9 @@ def spark_conf(
         "spark.default.parallelism": str(max(1, parallelism)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.sql.ui.retainedExecutions": "50",
         "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": python,

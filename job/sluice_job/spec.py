@@ -119,11 +119,15 @@ class Source(Model):
 
 
 class Transform(Model):
-    """User code: ``module:function(df, options) -> DataFrame``."""
+    """User code: ``module:function(df, options) -> DataFrame | TransformResult``."""
 
     entrypoint: str = Field(
         pattern=ENTRYPOINT.pattern,
-        description="Python 'module:function' taking (DataFrame, options) and returning one.",
+        description=(
+            "Python 'module:function' taking (DataFrame, options) and returning the rows "
+            "for the sink, or a TransformResult(output, rejects) whose rejects go to "
+            "deadLetter."
+        ),
     )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Free-form options passed to the function."

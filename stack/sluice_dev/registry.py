@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluice_dev.artifacts import Artifact
-from sluice_dev.servers import cassandra, etcd, kafka, kube, nodeagent, spark, tools
+from sluice_dev.servers import cassandra, datastore, etcd, kafka, kube, nodeagent, spark, tools
 from sluice_dev.servers.base import Server
 
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -22,6 +22,7 @@ SERVERS: tuple[Server, ...] = (
     *nodeagent.SERVERS,
     *kafka.SERVERS,
     *cassandra.SERVERS,
+    *datastore.SERVERS,
 )
 
 

@@ -3,6 +3,7 @@ plain Python, independently of the Spark code under test."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 
@@ -24,3 +25,48 @@ def event_row(factory: EventFactory, seq: int) -> tuple[str, int, str, str, str,
         str(event["user_id"]),
         datetime.fromtimestamp(int(str(event["ts"])) / 1000, UTC).replace(tzinfo=None),
     )
+
+
+EVENT_FIELDS = (
+    ("event_id", False, True),
+    ("seq", True, False),
+    ("page", False, True),
+    ("action", False, True),
+    ("user_id", False, False),
+    ("ts", True, True),
+)
+"""(name, must be an integer, required), as ``ui_events`` documents them."""
+INT64 = range(-(2**63), 2**63)
+
+
+def reject_reason(value: bytes | None) -> str | None:
+    """Why the example transform must reject ``value``, or ``None`` if it is valid:
+    the documented rules of ``ui_events`` restated in plain Python."""
+    if value is None:
+        return "no value"
+    try:
+        document = json.loads(value)
+    except ValueError:
+        return "malformed JSON"
+    if not isinstance(document, dict):
+        return "not a JSON object"
+    for name, integer, required in EVENT_FIELDS:
+        found = document.get(name)
+        if found is None and required:
+            return f"missing field {name}"
+        if found is not None and integer and json_type(found) != "integer":
+            return f"wrong type of {name}: expected integer, got {json_type(found)}"
+    return None
+
+
+def json_type(value: object) -> str:
+    """The JSON type of a parsed value; integers beyond 64 bits count as numbers."""
+    if isinstance(value, bool):  # before int: True is an int in Python
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if value in INT64 else "number"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"

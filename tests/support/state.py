@@ -4,11 +4,15 @@ history, the sink's rows, and Kafka's end offsets."""
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from cassandra import InvalidRequest
-from confluent_kafka import Consumer
+from cassandra.protocol import ServerError
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 
 def committed(session: Any, keyspace: str, pipeline_id: str) -> dict[int, int]:
@@ -27,6 +31,10 @@ def checkpoint_row(session: Any, keyspace: str, pipeline_id: str) -> Any:
         ).one()
     except InvalidRequest:
         return None
+    except ServerError as err:  # the table is being created right now
+        if "Unknown CF" in str(err):
+            return None
+        raise
 
 
 def history(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
@@ -55,3 +63,48 @@ def events(session: Any, keyspace: str) -> dict[str, Any]:
     """Every row of the events table by event id."""
     rows = session.execute(f"SELECT * FROM {keyspace}.events", timeout=120)
     return {row.event_id: row for row in rows}
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, str]
+
+
+def read_topic(bootstrap: str, topic: str, *, timeout: float = 60) -> list[Record]:
+    """Every record of ``topic`` up to its current end, in partition/offset order."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "sluice-tests", "enable.auto.commit": False}
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = end_offsets(bootstrap, topic, len(partitions))
+        consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records: list[Record] = []
+        deadline = time.monotonic() + timeout
+        while len(records) < sum(ends.values()) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            headers = {k: (v or b"").decode() for k, v in message.headers() or []}
+            records.append(
+                Record(
+                    message.partition(), message.offset(), message.key(), message.value(), headers
+                )
+            )
+    finally:
+        consumer.close()
+    if len(records) < sum(ends.values()):
+        raise AssertionError(f"read {len(records)} of {sum(ends.values())} records of {topic}")
+    return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+def group_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    """Offsets committed to consumer group ``group``: partition -> offset."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = admin.list_consumer_group_offsets(request)[group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,16 +11,34 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sluice_job.examples.ui_events import clean
+from sluice_job.transform import TransformResult
 
 EVENTS_TABLE = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
     page text, action text, user_id text, event_time timestamp, source_topic text,
     source_partition int, source_offset bigint, tag text)"""
 
 
-def tagged(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
-    return clean(records).drop("batch_id").withColumn("tag", F.lit(str(options["tag"])))
+def tagged(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    cleaned = clean(records)
+    tag = F.lit(str(options["tag"]))
+    return cleaned.with_output(cleaned.output.drop("batch_id").withColumn("tag", tag))
 
 
-def tagged_v2(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+def tagged_v2(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
     """A second code version: actions upper-cased, so its rows differ visibly."""
-    return tagged(records, options).withColumn("action", F.upper(F.col("action")))
+    result = tagged(records, options)
+    return result.with_output(result.output.withColumn("action", F.upper(F.col("action"))))
+
+
+def paced(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    """The tagged events at a known cost: ``secondsPerRecord`` of work per row (in
+    the Python workers), so a batch's time grows with its records as in a slow sink."""
+    pause = float(options["secondsPerRecord"])
+
+    @F.udf("string")
+    def slowly(tag: str) -> str:
+        time.sleep(pause)
+        return tag
+
+    result = tagged(records, options)
+    return result.with_output(result.output.withColumn("tag", slowly(F.col("tag"))))

@@ -65,6 +65,24 @@ CASES = [
     ),
     ("memory", with_change("spark.driver", {"memory": "lots"}), "spec.spark.driver.memory"),
     ("image", with_change("image", ""), "spec.image"),
+    (
+        "backpressure without an interval",
+        {
+            **with_change("source.kafka.backpressure", {"enabled": True}),
+            "trigger": {"intervalSeconds": 0},
+        },
+        "source.kafka.backpressure.enabled needs trigger.intervalSeconds > 0",
+    ),
+    (
+        "backpressure utilization",
+        with_change("source.kafka.backpressure", {"enabled": True, "targetUtilization": 0}),
+        "spec.source.kafka.backpressure.targetUtilization",
+    ),
+    (
+        "dead letters into a source topic",
+        with_change("deadLetter", {"kafka": {"topic": "t"}}),
+        "deadLetter.kafka.topic must not be one of source.kafka.topics",
+    ),
 ]
 
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
 
+from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
-from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
-from sluice_job.planner import Policy
-from sluice_job.runner import PhaseTimes, Runner
+from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
+from sluice_job.planner import Policy, Skip
+from sluice_job.runner import Committed, PhaseTimes, Runner
 from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
 
 pytestmark = pytest.mark.unit
@@ -134,3 +135,107 @@ def test_stop_before_any_data_releases_cleanly() -> None:
     loop.run()
     assert store.committed == []
     assert store.released
+
+
+@dataclass
+class FakeClock:
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class TimedExecutor(FakeExecutor):
+    """Batches take ``per_record`` seconds per record of their largest range."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    per_record: float = 0.0
+
+    def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
+        self.clock.now += self.per_record * max(r.count for r in batch.ranges)
+        return super().execute(batch, epoch)
+
+
+@dataclass
+class RecordingObserver:
+    lags: list[dict[TopicPartition, int]] = field(default_factory=list)
+    caps: list[int] = field(default_factory=list)
+    committed_ids: list[int] = field(default_factory=list)
+    failures: list[bool] = field(default_factory=list)
+
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        self.lags.append({tp: m.high - positions.get(tp, m.low) for tp, m in marks.items()})
+
+    def cap(self, records_per_partition: int) -> None:
+        self.caps.append(records_per_partition)
+
+    def skipped(self, skip: Skip) -> None:
+        pass
+
+    def committed(self, done: Committed) -> None:
+        self.committed_ids.append(done.batch.batch_id)
+
+    def failed(self, *, fenced: bool) -> None:
+        self.failures.append(fenced)
+
+
+def test_backpressure_plans_each_batch_with_the_cap_drawn_from_the_ones_before() -> None:
+    marks = {TP0: Watermarks(0, 20_000), TP1: Watermarks(0, 20_000)}
+    store, clock = FakeStore(), FakeClock()
+    loop = runner(store, marks, cap=2_000)
+    loop.executor = TimedExecutor(loop.stop, marks, clock=clock, per_record=0.004)
+    loop.clock, loop.rate = clock, RateControl(target_seconds=1.0, max_cap=2_000)
+    loop.run()
+    largest = [max(r.count for r in b.ranges) for b in store.committed]
+    assert largest[:2] == [2_000, 2_000]  # the maximum, and the first is the warm-up
+    assert largest[2] == 250  # 1 s at 4 ms per record
+    assert all(n <= 250 for n in largest[2:])
+    assert store.committed[-1].positions == {TP0: 20_000, TP1: 20_000}
+    assert store.planned == store.committed  # still written ahead
+
+
+def test_without_backpressure_every_plan_uses_the_maximum() -> None:
+    marks = {TP0: Watermarks(0, 3_000)}
+    store, clock = FakeStore(), FakeClock()
+    loop = runner(store, marks, cap=1_000)
+    loop.executor = TimedExecutor(loop.stop, marks, clock=clock, per_record=0.004)
+    loop.clock = clock
+    loop.run()
+    assert [b.records for b in store.committed] == [1_000, 1_000, 1_000]
+
+
+def test_observer_sees_lag_shrink_to_zero_and_every_commit() -> None:
+    marks = {TP0: Watermarks(0, 25), TP1: Watermarks(0, 5)}
+    store, seen = FakeStore(), RecordingObserver()
+    loop = runner(store, marks, cap=10)
+    loop.observer = seen
+    loop.run()
+    assert seen.committed_ids == [1, 2, 3]
+    assert seen.lags[0] == {TP0: 25, TP1: 5}
+    assert seen.lags[-1] == {TP0: 0, TP1: 0}
+    totals = [sum(lag.values()) for lag in seen.lags]
+    assert totals == sorted(totals, reverse=True)
+    assert set(seen.caps) == {10}
+    assert seen.failures == []
+
+
+def test_observer_counts_a_fenced_commit_as_a_conflict() -> None:
+    store, seen = FakeStore(fence_at_commit=1), RecordingObserver()
+    loop = runner(store, {TP0: Watermarks(0, 5)})
+    loop.observer = seen
+    with pytest.raises(FencedError):
+        loop.run()
+    assert seen.failures == [True]
+    assert seen.committed_ids == []
+
+
+def test_observer_counts_a_failed_batch() -> None:
+    store, seen = FakeStore(), RecordingObserver()
+    loop = runner(store, {TP0: Watermarks(0, 50)})
+    assert isinstance(loop.executor, FakeExecutor)
+    loop.executor.fail_at, loop.observer = 2, seen
+    with pytest.raises(RuntimeError):
+        loop.run()
+    assert seen.failures == [False]
+    assert seen.committed_ids == [1]

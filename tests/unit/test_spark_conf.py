@@ -4,6 +4,7 @@ overrides, in that order of precedence (later wins)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -42,3 +43,22 @@ def test_operator_settings_apply_and_the_users_conf_wins() -> None:
     assert conf["spark.kubernetes.driver.pod.name"] == "p-driver-4"
     assert conf["spark.locality.wait"] == "1s"
     assert conf["spark.master"].startswith("k8s://")
+
+
+def with_spark(**spark: Any) -> PipelineSpec:
+    """``SPEC`` with another ``spark`` section."""
+    return PipelineSpec.model_validate({**SPEC.model_dump(by_alias=True), "spark": spark})
+
+
+def test_micro_batches_wait_for_no_locality_and_keep_little_job_history() -> None:
+    conf = spark_conf(with_spark(), {}, "app", "python")
+    assert conf["spark.locality.wait"] == "0s"
+    assert int(conf["spark.ui.retainedJobs"]) <= 100
+    assert int(conf["spark.sql.ui.retainedExecutions"]) <= 100
+
+
+def test_shuffle_partitions_follow_the_executor_cores_on_a_cluster() -> None:
+    spec = with_spark(executors={"instances": 3, "cores": 4})
+    conf = spark_conf(spec, {"SLUICE_SPARK_MASTER": "k8s://https://kube:443"}, "app", "python")
+    assert conf["spark.sql.shuffle.partitions"] == "12"
+    assert conf["spark.default.parallelism"] == "12"

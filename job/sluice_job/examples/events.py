@@ -7,6 +7,8 @@ Target table::
         source_partition int, source_offset bigint)
 
 Re-processing an event rewrites the same row, so the table holds each event once.
+Malformed records are returned as rejects, with their reason, for the dead-letter
+topic (``spec.deadLetter``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from sluice_job.examples.ui_events import clean
+from sluice_job.transform import TransformResult
 
 
-def transform(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+def transform(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
     del options
-    return clean(records).drop("batch_id")
+    cleaned = clean(records)
+    return cleaned.with_output(cleaned.output.drop("batch_id"))

@@ -11,7 +11,8 @@ key is deterministic and the sum never counts a record twice. Target table::
 
     SELECT sum(views), sum(clicks) FROM page_kpis WHERE page = ? AND window_start = ?
 
-Options: ``windowSeconds`` (default 60).
+Options: ``windowSeconds`` (default 60). Malformed records are returned as rejects
+for the dead-letter topic; they count in no KPI.
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sluice_job.examples.ui_events import clean
+from sluice_job.transform import TransformResult
 
 
-def transform(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+def transform(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
     window = int(options.get("windowSeconds", 60))
     if window <= 0:
         raise ValueError("transform.options.windowSeconds must be positive")
-    events = clean(records)
+    cleaned = clean(records)
+    events = cleaned.output
     seconds = F.unix_seconds(F.col("event_time"))
     start = F.timestamp_seconds(seconds - seconds % F.lit(window))
-    return (
+    kpis = (
         events.withColumn("window_start", start)
         .groupBy("page", "window_start", "batch_id")
         .agg(
@@ -41,3 +44,4 @@ def transform(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
             F.count(F.lit(1)).alias("events"),
         )
     )
+    return cleaned.with_output(kpis)

@@ -21,10 +21,7 @@ from cassandra.query import PreparedStatement
 from pyspark.sql import DataFrame, Row
 
 from sluice_job.cassandra_session import Credentials, connect
-
-
-class SinkSchemaError(Exception):
-    """The target table is missing or does not fit the DataFrame."""
+from sluice_job.sinks import SinkSchemaError as SinkSchemaError  # re-exported for callers
 
 
 @dataclass(frozen=True)
@@ -66,11 +63,15 @@ class CassandraSink:
                 f"transform output lacks primary key column(s) {missing} of {where}"
             )
 
-    def write(self, frame: DataFrame, version: int) -> None:
+    def write(self, frame: DataFrame, version: int) -> int:
+        """Write ``frame``'s rows; returns how many were written."""
         columns = list(frame.columns)
         self.check(columns)
         target = self.target
-        frame.foreachPartition(lambda rows: write_rows(target, columns, version, rows))
+        written = frame.rdd.mapPartitions(
+            lambda rows: [write_rows(target, columns, version, rows)]
+        ).sum()
+        return int(written)
 
 
 def _table_columns(cluster: Cluster, target: CassandraTarget) -> tuple[set[str], list[str]]:
@@ -91,8 +92,9 @@ _prepared: dict[tuple[CassandraTarget, tuple[str, ...]], PreparedStatement] = {}
 
 def write_rows(
     target: CassandraTarget, columns: Sequence[str], version: int, rows: Iterable[Row]
-) -> None:
-    """Write one Spark partition's rows; raises on the first failed write."""
+) -> int:
+    """Write one Spark partition's rows; raises on the first failed write, else
+    returns how many were written."""
     session = _session(target)
     statement = _statement(session, target, tuple(columns))
     params: Iterator[tuple[Any, ...]] = ((*(row[c] for c in columns), version) for row in rows)
@@ -104,8 +106,7 @@ def write_rows(
         raise_on_first_error=True,
         results_generator=True,
     )
-    for _ in results:
-        pass
+    return sum(1 for _ in results)
 
 
 def _session(target: CassandraTarget) -> Session:

@@ -1,0 +1,181 @@
+"""Prometheus metrics of the driver, defined once per process with fixed label sets.
+
+Importing this module defines the metrics and nothing else; the HTTP endpoint
+starts only when the driver asks for it at start-up (``SLUICE_METRICS_PORT``). If
+the port is taken, the driver runs on and tries again after each batch: metrics
+never stand in the way of data. (In a pod the port is the pod's own; on the local
+stack, where pods are processes of one host, a replacement driver can start while
+the driver it replaces still holds the port.)
+Every metric carries ``pipeline`` (``namespace/name``), so alerts and dashboards
+need no join. Counters count *committed* batches: a batch re-run after a failure
+or a restart is counted once per process that commits it.
+
+``sluice_batch_failures_total`` and ``sluice_commit_conflicts_total`` move just
+before the driver exits (fail-fast), so a scrape sees them only if it lands in
+that moment; the operator's restart count is their durable counterpart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
+
+from sluice_job import logs
+from sluice_job.offsets import Positions, TopicPartition, Watermarks
+from sluice_job.planner import Skip
+from sluice_job.runner import Committed
+
+SECONDS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+PIPELINE: Final = ("pipeline",)
+PARTITION: Final = ("pipeline", "topic", "partition")
+
+
+class Phase(StrEnum):
+    READ = "read"
+    TRANSFORM = "transform"
+    DEAD_LETTER = "dead_letter"
+    WRITE = "write"
+    COMMIT = "commit"
+
+
+BATCHES = Counter("sluice_batches", "Micro-batches committed.", PIPELINE)
+RECORDS_IN = Counter("sluice_records_in", "Records read by committed batches.", PIPELINE)
+RECORDS_OUT = Counter(
+    "sluice_records_out", "Rows the transform produced for the sink, committed.", PIPELINE
+)
+RECORDS_REJECTED = Counter(
+    "sluice_records_rejected",
+    "Records the transform rejected, written to the dead-letter topic, committed.",
+    PIPELINE,
+)
+RECORDS_SKIPPED = Counter(
+    "sluice_records_skipped",
+    "Records deleted by retention before they were read (onOffsetOutOfRange: earliest).",
+    PARTITION,
+)
+PHASE_SECONDS = Histogram(
+    "sluice_batch_phase_seconds",
+    "Seconds per phase of committed batches: read, transform, dead_letter, write, commit.",
+    ("pipeline", "phase"),
+    buckets=SECONDS_BUCKETS,
+)
+BATCH_SECONDS = Histogram(
+    "sluice_batch_seconds",
+    "Seconds of committed batches, from their start to their commit.",
+    PIPELINE,
+    buckets=SECONDS_BUCKETS,
+)
+LAG = Gauge(
+    "sluice_consumer_lag",
+    "Records in Kafka past the committed position (high watermark - committed offset).",
+    PARTITION,
+)
+LAST_COMMIT = Gauge(
+    "sluice_last_commit_timestamp_seconds", "Unix time of the last commit.", PIPELINE
+)
+LAST_BATCH = Gauge("sluice_last_committed_batch_id", "Id of the last committed batch.", PIPELINE)
+CAP = Gauge(
+    "sluice_records_per_partition_cap",
+    "Per-partition cap the next batch is planned with (moves with backpressure).",
+    PIPELINE,
+)
+COMMIT_CONFLICTS = Counter(
+    "sluice_commit_conflicts",
+    "Plans or commits refused because a newer epoch holds the pipeline (fenced).",
+    PIPELINE,
+)
+BATCH_FAILURES = Counter(
+    "sluice_batch_failures", "Batches that failed before their commit.", PIPELINE
+)
+EPOCH = Gauge("sluice_epoch", "Epoch of this driver.", PIPELINE)
+DRIVER = Info("sluice_driver", "Code version of the driver and the pipeline it runs.")
+
+
+@dataclass
+class Endpoint:
+    """The HTTP endpoint on ``port`` (all interfaces), started by :meth:`ensure`."""
+
+    port: int
+    serving: bool = False
+    _refused: bool = field(default=False, repr=False)
+
+    def ensure(self) -> None:
+        """Serve, unless already serving; a taken port is logged once, not raised."""
+        if self.serving:
+            return
+        try:
+            start_http_server(self.port)
+        except OSError as err:
+            if not self._refused:
+                self._refused = True
+                logs.event(
+                    "metrics not served yet: will retry after each batch",
+                    level=40,
+                    port=self.port,
+                    message=f"SLUICE_METRICS_PORT={self.port}: {err.strerror}",
+                )
+            return
+        self.serving = True
+        logs.event("metrics served", port=self.port)
+
+
+@dataclass(frozen=True)
+class PrometheusObserver:
+    """The runner's observer that keeps the metrics of one pipeline."""
+
+    pipeline: str
+    endpoint: Endpoint | None = None
+
+    def started(self, code_version: str, epoch: int) -> None:
+        """Publish who runs, and every per-pipeline series at zero, so a rate or an
+        alert has a starting point before the first batch."""
+        DRIVER.info({"pipeline": self.pipeline, "code_version": code_version})
+        EPOCH.labels(self.pipeline).set(epoch)
+        for counter in (RECORDS_IN, RECORDS_OUT, RECORDS_REJECTED, BATCHES, BATCH_FAILURES):
+            counter.labels(self.pipeline)
+        COMMIT_CONFLICTS.labels(self.pipeline)
+        if self.endpoint is not None:
+            self.endpoint.ensure()
+
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        for tp, mark in marks.items():
+            position = positions.get(tp, mark.low)
+            LAG.labels(self.pipeline, tp.topic, str(tp.partition)).set(max(0, mark.high - position))
+
+    def cap(self, records_per_partition: int) -> None:
+        CAP.labels(self.pipeline).set(records_per_partition)
+
+    def skipped(self, skip: Skip) -> None:
+        RECORDS_SKIPPED.labels(self.pipeline, skip.tp.topic, str(skip.tp.partition)).inc(skip.count)
+
+    def committed(self, done: Committed) -> None:
+        if self.endpoint is not None:
+            self.endpoint.ensure()
+        BATCHES.labels(self.pipeline).inc()
+        LAST_COMMIT.labels(self.pipeline).set(time.time())
+        LAST_BATCH.labels(self.pipeline).set(done.batch.batch_id)
+        BATCH_SECONDS.labels(self.pipeline).observe(done.batch_seconds)
+        self._phase(Phase.COMMIT, done.commit_seconds)
+        times = done.times
+        if times is None:
+            return
+        RECORDS_IN.labels(self.pipeline).inc(times.records_in)
+        RECORDS_OUT.labels(self.pipeline).inc(times.records_out)
+        RECORDS_REJECTED.labels(self.pipeline).inc(times.records_rejected)
+        self._phase(Phase.READ, times.read)
+        self._phase(Phase.TRANSFORM, times.transform)
+        self._phase(Phase.DEAD_LETTER, times.dead_letter)
+        self._phase(Phase.WRITE, times.write)
+
+    def failed(self, *, fenced: bool) -> None:
+        BATCH_FAILURES.labels(self.pipeline).inc()
+        if fenced:
+            COMMIT_CONFLICTS.labels(self.pipeline).inc()
+
+    def _phase(self, phase: Phase, seconds: float) -> None:
+        PHASE_SECONDS.labels(self.pipeline, phase.value).observe(seconds)

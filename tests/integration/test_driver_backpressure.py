@@ -1,0 +1,72 @@
+"""Backpressure in the real driver: batches too slow for the trigger get smaller
+until they take about the target time, the backlog still drains completely, and
+no batch exceeds maxRecordsPerPartition."""
+
+from __future__ import annotations
+
+import signal
+import statistics
+from typing import Any
+
+import pytest
+
+from sluice_dev.events import EventFactory
+from sluice_dev.produce import produce
+from tests.support import state
+from tests.support.driver import Driver, spec
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+PARTITIONS = 4
+
+
+def test_slow_batches_shrink_the_cap_toward_the_target_time(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+) -> None:
+    # 2 ms of work per record on 2 cores, 4 partitions: about 4 ms per record of the
+    # largest range, so the maximum batch (1,500 per partition) takes 6 s or more,
+    # while the target is 0.8 x 3 s = 2.4 s.
+    cap, records, target = 1_500, 24_000, 2.4
+    topic = kafka_topic(partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=31))
+    pipeline_spec = spec(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        contact=cassandra_contact,
+        keyspace=events_table,
+        entrypoint="tests.support.transforms:paced",
+        options={"tag": "v1", "secondsPerRecord": 0.002},
+        cap=cap,
+        interval=3.0,
+    )
+    pipeline_spec["source"]["kafka"]["backpressure"] = {"enabled": True, "targetUtilization": 0.8}
+    run = driver.start(pipeline_spec, epoch=1)
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    wait_for(
+        lambda: state.committed(cassandra, events_table, pipeline_id) == ends,
+        timeout=500,
+        what="the backlog to drain",
+    )
+    run.kill(signal.SIGTERM)
+    assert run.wait(120) == 0
+
+    batches = [b for b in run.batches() if b["records"]]
+    largest = [
+        max(end - start for parts in b["ranges"].values() for start, end in parts.values())
+        for b in batches
+    ]
+    shrunk = next(i for i, n in enumerate(largest) if n < cap)
+    assert shrunk == 2  # the first batch warms up, the second is seen to be too slow
+    assert batches[1]["batch_s"] > target
+    assert max(largest) == cap
+    assert all(n < cap for n in largest[shrunk:])
+    settled = [b["batch_s"] for b in batches[shrunk + 1 : -1]]  # the last one is a remainder
+    assert statistics.median(settled) <= 1.5 * target, [b["batch_s"] for b in batches]
+    assert len(state.events(cassandra, events_table)) == records
