@@ -5,7 +5,6 @@ writers, retries of injected transient errors, clear failures, commits of at mos
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any
 
@@ -20,7 +19,7 @@ from sluice_job.sinks.datastore import DatastoreSink, DatastoreWriteError
 from sluice_job.sinks.datastore_entities import VERSION_PROPERTY
 from sluice_job.write_order import write_version
 from tests.support import datastore, expected, state
-from tests.support.driver import Driver, spec
+from tests.support.driver import Driver, drain_and_stop, spec
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -238,13 +237,15 @@ def test_the_driver_writes_every_kafka_event_once_into_datastore(
     run = driver.start(pipeline, epoch=1, env={"DATASTORE_EMULATOR_HOST": datastore_host})
     ends = state.end_offsets(kafka_bootstrap, topic, partitions)
     pipeline_id = f"{driver.namespace}/{driver.pipeline}"
-    wait_for(
-        lambda: state.committed(cassandra, cassandra_keyspace, pipeline_id) == ends,
+    drain_and_stop(
+        run,
+        cassandra,
+        cassandra_keyspace,
+        pipeline_id,
+        ends,
         timeout=300,
         what="the driver to commit the topic's end offsets",
     )
-    run.kill(signal.SIGTERM)
-    assert run.wait(120) == 0
 
     stored = datastore.entities(datastore_project, datastore_host)
     assert len(stored) == records

@@ -4,7 +4,6 @@ no batch exceeds maxRecordsPerPartition."""
 
 from __future__ import annotations
 
-import signal
 import statistics
 from typing import Any
 
@@ -13,8 +12,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import state
-from tests.support.driver import Driver, spec
-from tests.support.waiting import wait_for
+from tests.support.driver import Driver, drain_and_stop, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -49,13 +47,9 @@ def test_slow_batches_shrink_the_cap_toward_the_target_time(
     run = driver.start(pipeline_spec, epoch=1)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
     pipeline_id = f"{driver.namespace}/{driver.pipeline}"
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id) == ends,
-        timeout=500,
-        what="the backlog to drain",
+    drain_and_stop(
+        run, cassandra, events_table, pipeline_id, ends, timeout=500, what="the backlog to drain"
     )
-    run.kill(signal.SIGTERM)
-    assert run.wait(120) == 0
 
     batches = [b for b in run.batches() if b["records"]]
     largest = [

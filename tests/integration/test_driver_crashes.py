@@ -20,8 +20,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import expected, state
-from tests.support.driver import Driver, DriverRun, spec
-from tests.support.waiting import wait_for
+from tests.support.driver import Driver, DriverRun, drain_and_stop, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
@@ -88,13 +87,15 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     final = driver.start(pipeline_spec, len(schedule) + 1)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
     assert sum(ends.values()) == RECORDS
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id) == ends,
+    drain_and_stop(
+        final,
+        cassandra,
+        events_table,
+        pipeline_id,
+        ends,
         timeout=600,
         what="the last driver to commit the topic's end offsets",
     )
-    final.kill(signal.SIGTERM)
-    assert final.wait(120) == 0
 
     rows = state.events(cassandra, events_table)
     assert len(rows) == RECORDS

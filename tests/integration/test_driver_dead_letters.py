@@ -5,7 +5,6 @@ the pipeline kept going and stopped cleanly."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import pytest
@@ -13,8 +12,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import expected, state
-from tests.support.driver import Driver, spec
-from tests.support.waiting import wait_for
+from tests.support.driver import Driver, drain_and_stop, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -47,13 +45,15 @@ def test_every_bad_record_is_a_dead_letter_with_its_reason_and_every_good_one_is
         epoch=1,
     )
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id) == ends,
+    drain_and_stop(
+        run,
+        cassandra,
+        events_table,
+        pipeline_id,
+        ends,
         timeout=300,
         what="the driver to commit the end offsets",
     )
-    run.kill(signal.SIGTERM)
-    assert run.wait(120) == 0
 
     source = {(r.partition, r.offset): r for r in state.read_topic(kafka_bootstrap, topic)}
     bad = {at for at, r in source.items() if expected.reject_reason(r.value) is not None}

@@ -18,7 +18,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import state
-from tests.support.driver import Driver, DriverRun, spec
+from tests.support.driver import Driver, DriverRun, drain_and_stop, spec
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -48,13 +48,14 @@ class Scenario:
 
     def drain_and_stop(self, run: DriverRun) -> None:
         ends = state.end_offsets(self.bootstrap, self.topic, PARTITIONS)
-        wait_for(
-            lambda: state.committed(self.session, self.keyspace, self.pipeline_id) == ends,
-            timeout=300,
+        drain_and_stop(
+            run,
+            self.session,
+            self.keyspace,
+            self.pipeline_id,
+            ends,
             what="driver B to commit the end offsets",
         )
-        run.kill(signal.SIGTERM)
-        assert run.wait(120) == 0
 
     def boundary(self) -> dict[int, int]:
         """Positions committed when B (epoch 2) claimed the pipeline."""

@@ -14,7 +14,7 @@ from sluice_dev import stack as local_stack
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import state
-from tests.support.driver import Driver, spec
+from tests.support.driver import Driver, drain_and_stop, spec
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -67,13 +67,15 @@ def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
     v2_spec = spec(**common, entrypoint="tests.support.transforms:tagged_v2", options={"tag": "v2"})
     v2 = driver.start(v2_spec, epoch=2)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+    drain_and_stop(
+        v2,
+        cassandra,
+        events_table,
+        pipeline_id(driver),
+        ends,
         timeout=300,
         what="v2 to commit the end offsets",
     )
-    v2.kill(signal.SIGTERM)
-    assert v2.wait(120) == 0
 
     first_v2 = v2.batches()[0]
     assert first_v2["batch_id"] == in_flight + 1
@@ -112,13 +114,15 @@ def test_backlog_is_drained_in_capped_batches_one_at_a_time(
         epoch=1,
     )
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+    drain_and_stop(
+        run,
+        cassandra,
+        events_table,
+        pipeline_id(driver),
+        ends,
         timeout=600,
         what="the backlog to drain",
     )
-    run.kill(signal.SIGTERM)
-    assert run.wait(120) == 0
 
     history = state.history(cassandra, events_table, pipeline_id(driver))
     assert len(history) == 20
@@ -184,11 +188,13 @@ def test_cassandra_down_during_a_batch_fails_without_commit_and_a_restart_loses_
 
     again = driver.start(pipeline_spec, epoch=2)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    wait_for(
-        lambda: state.committed(cassandra, events_table, pipeline_id(driver)) == ends,
+    drain_and_stop(
+        again,
+        cassandra,
+        events_table,
+        pipeline_id(driver),
+        ends,
         timeout=300,
         what="the restarted driver to commit the end offsets",
     )
-    again.kill(signal.SIGTERM)
-    assert again.wait(120) == 0
     assert len(state.events(cassandra, events_table)) == records

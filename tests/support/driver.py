@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice_dev.paths import REPO_ROOT
+from tests.support import state
 from tests.support.waiting import wait_for
 
 Event = dict[str, Any]
@@ -179,3 +180,21 @@ def spec(
         "spark": {"driver": {"cores": 2, "memory": "1g"}},
         **extra,
     }
+
+
+def drain_and_stop(
+    run: DriverRun,
+    session: Any,
+    keyspace: str,
+    pipeline_id: str,
+    ends: Mapping[int, int],
+    *,
+    timeout: float = 300,
+    what: str = "the driver to commit the topic's end offsets",
+) -> None:
+    """Wait until the checkpoint holds ``ends``, then stop the driver cleanly (exit 0)."""
+    wait_for(
+        lambda: state.committed(session, keyspace, pipeline_id) == ends, timeout=timeout, what=what
+    )
+    run.kill(signal.SIGTERM)
+    assert run.wait(120) == 0
