@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cassandra.cluster import Session
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from sluice_dev.events import EventFactory
+from sluice_dev.produce import idempotent_producer
 
 CHUNK = 100
 """Probes per ``IN`` query."""
@@ -135,21 +136,8 @@ def produce_paced(
     on_probe: Callable[[str, float], None],
 ) -> Produced:
     """Produce ``pace.total`` events at ``pace.rate``; probes go to ``on_probe``."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "compression.type": "lz4",
-        }
-    )
-    failures: list[str] = []
-
-    def delivered(err: object, _msg: object) -> None:
-        if err is not None:
-            failures.append(str(err))
-
+    producer, deliveries = idempotent_producer(bootstrap)
+    delivered = deliveries.callback
     began, sent, probes = time.monotonic(), 0, 0
     while sent < pace.total:
         due = min(pace.total, int((time.monotonic() - began) * pace.rate) + 1)
@@ -165,9 +153,7 @@ def produce_paced(
         producer.poll(0)
         time.sleep(0.002)
     elapsed = time.monotonic() - began
-    remaining = producer.flush(60)
-    if failures or remaining:
-        raise KafkaException(f"{len(failures)} failed, {remaining} undelivered: {failures[:3]}")
+    deliveries.confirm(producer)
     return Produced(sent, probes, elapsed)
 
 

@@ -27,20 +27,8 @@ def produce(
 ) -> int:
     """Produce records ``start .. start+count-1``; returns how many were delivered."""
     factory = factory or EventFactory()
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "compression.type": "lz4",
-        }
-    )
-    failures: list[str] = []
-
-    def delivered(err: object, _msg: object) -> None:
-        if err is not None:
-            failures.append(str(err))
+    producer, deliveries = idempotent_producer(bootstrap)
+    delivered = deliveries.callback
 
     began = time.monotonic()
     for i in range(count):
@@ -58,7 +46,37 @@ def produce(
         producer.poll(0)
         if progress and (i + 1) % 10_000 == 0:
             progress(i + 1)
-    remaining = producer.flush(60)
-    if failures or remaining:
-        raise KafkaException(f"{len(failures)} failed, {remaining} undelivered: {failures[:3]}")
+    deliveries.confirm(producer)
     return count
+
+
+class Deliveries:
+    """Collects delivery failures; ``confirm`` flushes and raises if any record failed."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def callback(self, err: object, _msg: object) -> None:
+        if err is not None:
+            self.failures.append(str(err))
+
+    def confirm(self, producer: Producer, timeout: float = 60) -> None:
+        remaining = producer.flush(timeout)
+        if self.failures or remaining:
+            raise KafkaException(
+                f"{len(self.failures)} failed, {remaining} undelivered: {self.failures[:3]}"
+            )
+
+
+def idempotent_producer(bootstrap: str) -> tuple[Producer, Deliveries]:
+    """A producer that lands each record exactly once (idempotent, ``acks=all``)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+        }
+    )
+    return producer, Deliveries()
