@@ -69,3 +69,10 @@ bench: provision
 
 clean: down
 	rm -rf .stack
+
+# The StreamingPipeline CRD, generated from the spec model, written to both of its
+# committed places: crds/ (kubectl users) and charts/sluice/crds/ (Helm). A unit test
+# fails when either is stale or they differ.
+.PHONY: crds
+crds: setup
+	$(BIN)/python -m sluice_operator.crd --write

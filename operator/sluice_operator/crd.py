@@ -7,9 +7,11 @@ schema into a *structural* OpenAPI v3 schema (the only kind the API server serve
 adds what a JSON schema cannot say: CEL rules across fields, list semantics, the status
 schema and printer columns. A purely computational module; ``main`` writes the YAML.
 
-Regenerate the committed file with::
+The same file is committed twice: ``crds/`` for ``kubectl apply`` users and the Helm
+chart's ``charts/sluice/crds/`` (Helm installs a chart's ``crds/`` before anything
+else and never upgrades or deletes them). Regenerate both with ``make crds``, i.e.::
 
-    .venv/bin/python -m sluice_operator.crd --output crds/streamingpipelines.sluice.dev.yaml
+    .venv/bin/python -m sluice_operator.crd --write
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ SHORT_NAMES: Final = ("sp", "spipe")
 CATEGORIES: Final = ("sluice",)
 NAME: Final = f"{naming.PLURAL}.{naming.GROUP}"
 FILE_NAME: Final = f"{NAME}.yaml"
-REGENERATE: Final = f".venv/bin/python -m sluice_operator.crd --output crds/{FILE_NAME}"
+REGENERATE: Final = ".venv/bin/python -m sluice_operator.crd --write"
+DESTINATIONS: Final = (Path("crds") / FILE_NAME, Path("charts") / "sluice" / "crds" / FILE_NAME)
+"""Where ``--write`` puts the CRD, relative to the repository root: both copies at once,
+so the chart's never drifts from the top-level one."""
 MAX_PIPELINE_NAME: Final = 45
 """Room for the ``-driver-<epoch>`` suffix of pod names within a 63-character label."""
 
@@ -498,13 +503,25 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], object] = print
         prog="python -m sluice_operator.crd",
         description="Print the StreamingPipeline CRD generated from the spec model.",
     )
-    parser.add_argument("--output", type=Path, metavar="FILE", help="write FILE instead")
+    parser.add_argument(
+        "--output", type=Path, action="append", metavar="FILE", help="write FILE (repeatable)"
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {' and '.join(map(str, DESTINATIONS))} under --root",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path(), metavar="DIR", help="repository root (default: .)"
+    )
     args = parser.parse_args(argv)
     text = render(build_crd())
-    if args.output is None:
+    targets = [*(args.output or ()), *(args.root / d for d in DESTINATIONS if args.write)]
+    if not targets:
         out(text.rstrip("\n"))
-    else:
-        args.output.write_text(text, encoding="utf-8")
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
     return 0
 
 
