@@ -1,0 +1,122 @@
+{{/* The chart's name, truncated to 63 characters (a DNS label). */}}
+{{- define "sluice.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The full name: "<release>-<chart>", or the release alone when it contains the chart name. */}}
+{{- define "sluice.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "chart-version", for the helm.sh/chart label. */}}
+{{- define "sluice.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object of the release. */}}
+{{- define "sluice.labels" -}}
+helm.sh/chart: {{ include "sluice.chart" . }}
+{{ include "sluice.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sluice
+{{- end }}
+
+{{/* Labels selecting the operator pods: never change them (selectors are immutable). */}}
+{{- define "sluice.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sluice.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* The operator's ServiceAccount. */}}
+{{- define "sluice.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sluice.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The operator image: repository@digest, else repository:tag (tag defaults to appVersion). */}}
+{{- define "sluice.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Namespace of the leader-election Lease. */}}
+{{- define "sluice.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.leaderElection.namespace }}
+{{- end }}
+
+{{/* Refuse values that would break the operator's invariants. */}}
+{{- define "sluice.validate" -}}
+{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicaCount) 1) }}
+{{- fail "leaderElection.enabled=false needs replicaCount=1: replicas without a Lease would all act on the same pipelines" }}
+{{- end }}
+{{- end }}
+
+{{/*
+What the operator does in a namespace it watches, derived from its code:
+- streamingpipelines get/list/watch/patch: kopf lists and watches them and patches
+  its finalizer and annotations; kube.pipeline() reads one afresh;
+- streamingpipelines/status patch: the status, the operator's write-ahead log;
+- pods create/list/delete: driver pods (kube.driver_pods, CreatePod, StopPod/RemovePod);
+- serviceaccounts, roles, rolebindings create: each pipeline's driver identity
+  (builders.supporting);
+- pods, services, configmaps, persistentvolumeclaims with the driver's verbs: the
+  driver Role (builders.DRIVER_RULES) grants these to the driver, and the API server
+  lets a creator grant only what it holds (RBAC escalation prevention); this also
+  covers the Service create and the pod verbs above;
+- events create: the operator's events (kube.event) and kopf's own.
+*/}}
+{{- define "sluice.namespacedRules" -}}
+- apiGroups: [sluice.dev]
+  resources: [streamingpipelines]
+  verbs: [get, list, watch, patch]
+- apiGroups: [sluice.dev]
+  resources: [streamingpipelines/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [pods, services, configmaps, persistentvolumeclaims]
+  verbs: [create, get, list, watch, delete, deletecollection, patch]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [create]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}
+
+{{/*
+What the operator needs cluster-wide in either mode:
+- nodes get: failover reads the Ready condition of a driver's node (kube.nodes);
+- customresourcedefinitions list/watch: kopf notices its resource appearing or going;
+- namespaces list/watch: kopf notices watched namespaces being created or deleted.
+*/}}
+{{- define "sluice.clusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}

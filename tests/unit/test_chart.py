@@ -1,0 +1,337 @@
+"""The Helm chart, rendered by the provisioned ``helm`` without a cluster: it lints
+clean in every ci/ scenario, documents and types every value, renders a hardened
+operator Deployment with leader election, least-privilege RBAC in both modes (which
+still covers what the operator grants its drivers), and the optional monitoring
+objects only when asked, with the same alerts promtool tests."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.servers import tools
+from sluice_operator import builders
+
+pytestmark = pytest.mark.unit
+
+CHART = REPO_ROOT / "charts" / "sluice"
+SCENARIOS = sorted((CHART / "ci").glob("*-values.yaml"))
+Render = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    path = tools.helm(Layout.from_env())
+    if not path.is_file():
+        pytest.fail(f"helm is not provisioned at {path}: run `make provision`")
+    return path
+
+
+@pytest.fixture(scope="module")
+def render(helm: Path) -> Render:
+    def run(*values: str, files: Iterable[Path] = ()) -> list[dict[str, Any]]:
+        argv = [str(helm), "template", "rel", str(CHART), "--namespace", "sluice-system"]
+        argv += [f"--values={f}" for f in files]
+        argv += [f"--set={v}" for v in values]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+    return run
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
+    return found[0]
+
+
+# -- lint and values -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", [None, *SCENARIOS], ids=lambda s: s.name if s else "default")
+def test_helm_lint_is_clean(helm: Path, scenario: Path | None) -> None:
+    argv = [str(helm), "lint", "--strict", str(CHART)]
+    if scenario is not None:
+        argv.append(f"--values={scenario}")
+    linted = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    assert "[WARNING]" not in linted.stdout, linted.stdout
+    assert "[ERROR]" not in linted.stdout, linted.stdout
+    assert "0 chart(s) failed" in linted.stdout
+
+
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
+    return loaded
+
+
+def test_every_value_has_a_comment_and_a_schema_entry() -> None:
+    """A key needs a comment unless it sits inside a free-form object value (e.g.
+    securityContext's own fields), which the comment above that object describes."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    stack: list[tuple[int, str]] = []
+    undocumented, unknown = [], []
+    for number, line in enumerate(lines):
+        match = re.match(r"^( *)([A-Za-z_][\w-]*):", line)
+        if not match or line.lstrip().startswith("-"):
+            continue
+        indent, key = len(match[1]), match[2]
+        stack = [(i, k) for i, k in stack if i < indent]
+        path = [k for _, k in stack] + [key]
+        stack.append((indent, key))
+        node: Mapping[str, Any] | None = schema()
+        for part in path[:-1]:
+            node = (node or {}).get("properties", {}).get(part)
+        if node is None or "properties" not in node:
+            continue  # inside a free-form value
+        if key not in node["properties"]:
+            unknown.append(".".join(path))
+        previous = lines[number - 1].strip() if number else ""
+        if not previous.startswith("#"):
+            undocumented.append(".".join(path))
+    assert not undocumented, f"values.yaml keys without a comment: {undocumented}"
+    assert not unknown, f"values.yaml keys missing from values.schema.json: {unknown}"
+
+
+def test_the_schema_rejects_a_misspelt_or_mistyped_value(helm: Path) -> None:
+    for bad in ("replicas=3", "replicaCount=zero", "watchNamespaces[0]=Not_A_Namespace"):
+        done = subprocess.run(
+            [str(helm), "template", "rel", str(CHART), f"--set={bad}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode != 0, bad
+        assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+
+
+def test_more_than_one_replica_without_leader_election_is_refused(helm: Path) -> None:
+    done = subprocess.run(
+        [str(helm), "template", "rel", str(CHART), "--set=leaderElection.enabled=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "leaderElection.enabled=false needs replicaCount=1" in done.stderr
+
+
+# -- the Deployment --------------------------------------------------------------------
+
+
+def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
+    kinds = sorted(d["kind"] for d in render())
+    assert kinds == sorted(
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+        ]
+    )
+
+
+def test_two_replicas_elect_a_leader_with_the_operators_lease(render: Render) -> None:
+    deployment = one(render(), "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "sluice_operator"]
+    assert "--all-namespaces" in container["args"]
+    assert "--lease-namespace=sluice-system" in container["args"]
+    assert "--http-port=8080" in container["args"]
+    assert "--no-leader-election" not in container["args"]
+
+
+def test_probes_use_healthz_so_standbys_are_ready(render: Render) -> None:
+    container = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+
+
+def test_the_pod_is_hardened_and_resources_are_left_to_the_user(render: Render) -> None:
+    pod = one(render(), "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] > 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert container["resources"] == {}
+
+
+def test_a_digest_pins_the_image(render: Render) -> None:
+    digest = "sha256:" + "ab" * 32
+    pod = one(render(f"image.digest={digest}"), "Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == f"ghcr.io/sluice-dev/sluice-operator@{digest}"
+
+
+# -- RBAC ------------------------------------------------------------------------------
+
+
+def granted(rules: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples of rules that are not limited by name."""
+    return {
+        (group, resource, verb)
+        for rule in rules
+        if not rule.get("resourceNames")
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+# What the operator's code calls in a watched namespace (kube.py, handlers via kopf).
+OPERATOR_CALLS = {
+    ("sluice.dev", "streamingpipelines", "get"),
+    ("sluice.dev", "streamingpipelines", "list"),
+    ("sluice.dev", "streamingpipelines", "watch"),
+    ("sluice.dev", "streamingpipelines", "patch"),
+    ("sluice.dev", "streamingpipelines/status", "patch"),
+    ("", "pods", "list"),
+    ("", "pods", "create"),
+    ("", "pods", "delete"),
+    ("", "services", "create"),
+    ("", "serviceaccounts", "create"),
+    ("rbac.authorization.k8s.io", "roles", "create"),
+    ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    ("", "events", "create"),
+}
+DRIVER_GRANTS = granted(builders.DRIVER_RULES)
+CLUSTER_READS = {
+    ("", "nodes", "get"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
+}
+
+
+def test_namespaced_mode_grants_pipeline_rights_only_in_watched_namespaces(
+    render: Render,
+) -> None:
+    docs = render(files=[CHART / "ci" / "namespaced-values.yaml"])
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
+    assert set(roles) == {"analytics", "payments", "sluice-system"}
+    for namespace in ("analytics", "payments"):
+        assert granted(roles[namespace]["rules"]) == OPERATOR_CALLS | DRIVER_GRANTS
+        binding = one(
+            [d for d in docs if d["metadata"].get("namespace") == namespace], "RoleBinding"
+        )
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "rel-sluice", "namespace": "sluice-system"}
+        ]
+    cluster = one(docs, "ClusterRole")
+    assert granted(cluster["rules"]) == CLUSTER_READS
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=analytics" in args
+    assert "--namespace=payments" in args
+    assert "--all-namespaces" not in args
+
+
+def test_cluster_mode_grants_the_same_rules_cluster_wide(render: Render) -> None:
+    docs = render()
+    everywhere = one(docs, "ClusterRole", "rel-sluice")
+    assert granted(everywhere["rules"]) == OPERATOR_CALLS | DRIVER_GRANTS
+    assert granted(one(docs, "ClusterRole", "rel-sluice-cluster")["rules"]) == CLUSTER_READS
+
+
+def test_the_operator_holds_every_right_it_grants_a_driver(render: Render) -> None:
+    """The API server lets a Role's creator grant only rights it holds itself."""
+    rules = one(render(), "ClusterRole", "rel-sluice")["rules"]
+    assert granted(rules) >= DRIVER_GRANTS
+
+
+def test_the_lease_is_the_only_object_the_operator_updates(render: Render) -> None:
+    role = one(render(), "Role", "rel-sluice-leader-election")
+    assert role["metadata"]["namespace"] == "sluice-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["sluice-operator"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    every_verb = {verb for d in render() if "rules" in d for r in d["rules"] for verb in r["verbs"]}
+    assert not every_verb & {"*", "escalate", "bind", "impersonate"}
+
+
+# -- monitoring --------------------------------------------------------------------------
+
+
+def test_monitoring_objects_are_off_by_default_and_render_when_enabled(render: Render) -> None:
+    off = {d["kind"] for d in render()}
+    assert not off & {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"}
+    on = render(files=[CHART / "ci" / "monitoring-values.yaml"])
+    monitor = one(on, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    assert monitor["spec"]["endpoints"][0]["relabelings"][0]["replacement"] == "sluice-operator"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    drivers = one(on, "PodMonitor")
+    assert drivers["spec"]["selector"]["matchLabels"]["sluice.dev/role"] == "driver"
+    assert drivers["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    service = one(on, "Service")
+    assert service["spec"]["ports"][0]["name"] == "http-metrics"
+
+
+def test_the_prometheus_rule_carries_the_promtool_tested_rules(render: Render) -> None:
+    base = "https://runbooks.example.com/sluice.md"
+    rule = one(
+        render(
+            f"prometheusRule.runbookBaseUrl={base}",
+            files=[CHART / "ci" / "monitoring-values.yaml"],
+        ),
+        "PrometheusRule",
+    )
+    plain = (CHART / "files" / "alerts.yaml").read_text()
+    expected = yaml.safe_load(
+        plain.replace("https://github.com/sluice-dev/sluice/blob/main/docs/alerts.md", base)
+    )
+    assert rule["spec"]["groups"] == expected["groups"]
+    urls = [r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]]
+    assert all(url.startswith(f"{base}#sluice") for url in urls)
+
+
+def test_the_grafana_dashboard_is_a_sidecar_configmap_with_the_issue_s_panels(
+    render: Render,
+) -> None:
+    docs = render(files=[CHART / "ci" / "monitoring-values.yaml"])
+    config_map = one(docs, "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["sluice.json"])
+    text = json.dumps(dashboard["panels"])
+    for series in (
+        "sluice_records_in_total",
+        "sluice_consumer_lag",
+        "sluice_batch_phase_seconds_bucket",
+        "sluice_batches_total",
+        "sluice_operator_pipeline_restarts",
+        "sluice_commit_conflicts_total",
+        'reason=~\\"Fenced|NodeLost\\"',
+    ):
+        assert series in text, series
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "pipeline"]
