@@ -9,7 +9,9 @@ Lease every ``heartbeat_seconds``) and the reconciler, which on every change or 
 * ``deletionTimestamp`` set: SIGTERM, SIGKILL after ``deletionGracePeriodSeconds``,
   report the final status, then delete the object (grace 0, uid precondition), as the
   kubelet's status manager does; a pod with nothing running is deleted at once;
-* a process whose pod vanished from the API (force-deleted): stopped, no API call.
+* a process whose pod vanished from the API (force-deleted): stopped, no API call;
+* a container that mounts its service-account token gets it as a kubeconfig
+  (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC.
 
 Faults: *partitioned* - no heartbeats and no API writes for this node (exits are
 still noticed, nothing is started or restarted), processes keep running: a zombie.
@@ -26,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client import (
@@ -39,7 +42,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from sluice_dev.nodeagent import node, status
+from sluice_dev.nodeagent import node, serviceaccount, status
 from sluice_dev.nodeagent.clock import now
 from sluice_dev.nodeagent.informer import PodInformer
 from sluice_dev.nodeagent.podrun import ContainerFiles, Planner, PodRun
@@ -70,6 +73,9 @@ class NodeAgent:
         self.name = name
         self._core = CoreV1Api(api)
         self._coord = CoordinationV1Api(api)
+        self._server = serviceaccount.ApiServer(
+            api.configuration.host, Path(api.configuration.ssl_ca_cert)
+        )
         self._settings = settings
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -251,7 +257,11 @@ class NodeAgent:
                 scratch=files.root,
                 termination_log=files.termination_log,
             )
-            return launch_plan(pod, container, self._settings.base_env, place, sources)
+            launch = launch_plan(pod, container, self._settings.base_env, place, sources)
+            credentials = files.root / "serviceaccount"
+            return serviceaccount.mount(
+                self._core, self._server, pod, container, credentials, launch
+            )
 
         return plan
 
