@@ -1,0 +1,234 @@
+"""Dockerfile.operator and Dockerfile.job, checked statically (no image can be built
+here): what a reviewer of an image checks. Base images pinned, multi-stage with a
+final stage that holds no build tool, a numeric non-root USER matching what the
+chart and the operator's pod builder run as, COPY sources that exist and are not
+excluded from the build context, extras that pyproject.toml defines, entrypoints
+that match the chart's and the pod builder's commands and whose modules exist, and
+the driver's Kafka connector jars verified by checksum, the same jars the local
+stack provisions."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sluice_dev import versions
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.servers import spark
+from sluice_job.spec import PipelineSpec
+from sluice_operator import builders
+
+pytestmark = pytest.mark.unit
+
+OPERATOR = REPO_ROOT / "Dockerfile.operator"
+JOB = REPO_ROOT / "Dockerfile.job"
+BUILD_TOOLS = ("pip ", "pip3", "uv ", "gcc", "build-essential", "curl", "wget", "apt-get")
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [args for kw, args in self.instructions if kw == keyword]
+
+
+@dataclass
+class Dockerfile:
+    args: dict[str, str]
+    stages: list[Stage]
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    def expand(self, text: str) -> str:
+        return re.sub(r"\$\{(\w+)\}", lambda m: self.args.get(m[1], m[0]), text)
+
+
+def parse(path: Path) -> Dockerfile:
+    """Instructions with continuation lines joined and comments dropped."""
+    logical, pending = [], ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(re.sub(r"\s+", " ", pending + line))
+        pending = ""
+    args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for line in logical:
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            words = rest.split()
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            stages.append(Stage(words[0], name))
+        elif keyword == "ARG" and not stages and "=" in rest:
+            key, _, value = rest.partition("=")
+            args[key] = value
+        elif stages:
+            stages[-1].instructions.append((keyword, rest.strip()))
+    return Dockerfile(args, stages)
+
+
+def entrypoint(file: Dockerfile) -> list[str]:
+    [text] = file.final.all("ENTRYPOINT")
+    command: list[str] = json.loads(text)
+    return command
+
+
+def pyproject() -> dict[str, object]:
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize("path", [OPERATOR, JOB], ids=lambda p: p.name)
+def test_base_images_are_pinned(path: Path) -> None:
+    file = parse(path)
+    names = {stage.name for stage in file.stages if stage.name}
+    for stage in file.stages:
+        image = file.expand(stage.base)
+        if image in names or image == "scratch":
+            continue
+        reference, _, digest = image.partition("@")
+        tag = reference.rpartition(":")[2]
+        assert re.fullmatch(r"\d+\.\d+\.\d+[-_.\w]*", tag), f"{image}: pin a full version tag"
+        assert "latest" not in tag
+        assert not digest or re.fullmatch(r"sha256:[0-9a-f]{64}", digest), image
+
+
+@pytest.mark.parametrize("path", [OPERATOR, JOB], ids=lambda p: p.name)
+def test_multi_stage_with_a_final_stage_free_of_build_tools(path: Path) -> None:
+    file = parse(path)
+    assert len(file.stages) >= 2
+    final = file.final
+    assert not final.all("RUN"), "the final stage runs nothing: it only copies results"
+    names = {stage.name for stage in file.stages[:-1]}
+    for copy in final.all("COPY"):
+        source = re.match(r"--from=(\S+)", copy)
+        assert source is not None, f"the final stage copies only from stages: {copy}"
+        assert source[1] in names
+    installers = [s for s in file.stages if any("uv pip install" in r for r in s.all("RUN"))]
+    assert installers
+    assert final not in installers
+
+
+@pytest.mark.parametrize(
+    ("path", "uid"),
+    [(OPERATOR, None), (JOB, builders.RUN_AS_USER)],
+    ids=["Dockerfile.operator", "Dockerfile.job"],
+)
+def test_final_user_is_numeric_non_root_and_what_pods_run_as(path: Path, uid: int | None) -> None:
+    users = parse(path).final.all("USER")
+    assert users, "the final stage sets USER"
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", users[-1])
+    assert match, f"USER {users[-1]}: numeric, so runAsNonRoot can verify it"
+    assert int(match[1]) != 0
+    if uid is None:  # the operator: the chart's podSecurityContext
+        values = yaml.safe_load((REPO_ROOT / "charts" / "sluice" / "values.yaml").read_text())
+        uid = values["podSecurityContext"]["runAsUser"]
+    assert int(match[1]) == uid
+
+
+@pytest.mark.parametrize("path", [OPERATOR, JOB], ids=lambda p: p.name)
+def test_copy_sources_exist_and_are_in_the_build_context(path: Path) -> None:
+    ignored = [
+        line.strip()
+        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for stage in parse(path).stages:
+        for copy in stage.all("COPY"):
+            if copy.startswith("--from="):
+                continue
+            *sources, _target = shlex.split(copy)
+            for source in sources:
+                assert (REPO_ROOT / source).exists(), f"COPY {source}: no such path"
+                top = source.split("/")[0]
+                assert source not in ignored, f"{source} is excluded by .dockerignore"
+                assert top not in ignored, f"{source} is excluded by .dockerignore"
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"), [(OPERATOR, "operator"), (JOB, "job")], ids=["operator", "job"]
+)
+def test_installed_extras_exist_in_pyproject(path: Path, extra: str) -> None:
+    installs = [r for s in parse(path).stages for r in s.all("RUN") if "uv pip install" in r]
+    assert len(installs) == 1
+    assert "--constraint constraints.txt" in installs[0]
+    extras = re.findall(r'"\.\[([\w,]+)\]"', installs[0])
+    assert extras == [extra]
+    defined = pyproject()["project"]["optional-dependencies"]  # type: ignore[index]
+    assert extra in defined
+
+
+def test_the_operator_image_runs_what_the_chart_runs() -> None:
+    command = entrypoint(parse(OPERATOR))
+    assert command == ["python", "-m", "sluice_operator"]
+    template = (REPO_ROOT / "charts" / "sluice" / "templates" / "deployment.yaml").read_text()
+    assert "command: [python, -m, sluice_operator]" in template
+    assert importlib.util.find_spec("sluice_operator.__main__") is not None
+
+
+def test_the_job_image_runs_what_the_operator_gives_the_driver() -> None:
+    spec = PipelineSpec.model_validate(
+        {
+            "image": "sluice-job:1",
+            "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
+            "transform": {"entrypoint": "sluice_job.examples.kpi:transform"},
+            "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "a", "table": "t"}},
+            "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+        }
+    )
+    pod = builders.driver_pod(builders.Owner("p", "ns", "u"), spec, 1, "h")
+    assert entrypoint(parse(JOB)) == pod["spec"]["containers"][0]["command"]
+    assert importlib.util.find_spec("sluice_job.__main__") is not None
+
+
+def test_the_job_image_has_java_17() -> None:
+    file = parse(JOB)
+    [jre] = [s for s in file.stages if s.name == "jre"]
+    assert file.expand(jre.base).split(":")[1].startswith("17.")
+    [env] = file.final.all("ENV")
+    assert "JAVA_HOME=/opt/java/openjdk" in env
+    assert "--from=jre /opt/java/openjdk /opt/java/openjdk" in file.final.all("COPY")
+
+
+def test_connector_jars_are_the_provisioned_ones_with_their_checksums() -> None:
+    layout = Layout.from_env()
+    if not spark.ARTIFACT.ready(layout):
+        where = spark.ARTIFACT.path(layout)
+        pytest.fail(f"the connector jars are not provisioned ({where}): run `make provision`")
+    provisioned = {
+        jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in spark.spark_jars(layout)
+    }
+    file = parse(JOB)
+    [stage] = [s for s in file.stages if s.name == "jars"]
+    fetched = {}
+    for add in stage.all("ADD"):
+        match = re.fullmatch(r"--chmod=0644 --checksum=sha256:([0-9a-f]{64}) (\S+) /jars/", add)
+        assert match, f"every jar is verified by checksum: ADD {add}"
+        url = file.expand(match[2])
+        assert url.startswith("https://repo1.maven.org/maven2/")
+        fetched[url.rsplit("/", 1)[1]] = match[1]
+    assert fetched == provisioned
+    assert f"spark-sql-kafka-0-10_{versions.KAFKA_SCALA}-{versions.SPARK}.jar" in fetched
+    assert f"kafka-clients-{versions.KAFKA}.jar" in fetched
+    [env] = file.final.all("ENV")
+    listed = re.search(r"SLUICE_SPARK_JARS=(\S+)", env)
+    assert listed is not None
+    assert sorted(Path(p).name for p in listed[1].split(",")) == sorted(fetched)
