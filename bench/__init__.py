@@ -37,11 +37,9 @@ Two phases, each system in turn (never both at once):
 
 Checkpoint cost per batch, from both phases' batches:
 
-* Sluice: ``commit_s`` of the driver's ``batch`` log event (the commit LWT plus the
-  plain history INSERT that follows it), and the write-ahead ``plan`` LWT: the event's
-  ``plan_s`` if it has one, else derived as ``batch_s`` minus the timed phases (read,
-  transform, dead letters, write, commit), an upper bound that also holds the loop's
-  bookkeeping between phases;
+* Sluice: the commit LWT (``commit_lwt_s`` of the driver's ``batch`` log event) is
+  the per-batch commit; the checkpoint cost adds the plain batch-history INSERT that
+  follows it (the rest of ``commit_s``) and the write-ahead ``plan`` LWT (``plan_s``);
 * Structured Streaming: the progress report's ``durationMs.walCommit`` (offset-log
   write before the batch, plus committing the previous offsets to the source and
   purging old log files) and ``durationMs.commitOffsets`` (commit-log write after the

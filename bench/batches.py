@@ -20,6 +20,7 @@ STRUCTURED_OTHER: Final = ("latestOffset", "getBatch", "queryPlanning", "addBatc
 
 SLUICE_COMMIT: Final = "commit"
 SLUICE_PLAN: Final = "plan"
+SLUICE_HISTORY: Final = "history"
 STRUCTURED_COMMIT: Final = "commitOffsets"
 STRUCTURED_WAL: Final = "walCommit"
 
@@ -50,23 +51,27 @@ def epoch_seconds(iso: str) -> float:
 
 
 def from_sluice(event: Mapping[str, Any]) -> BatchRecord | None:
-    """A ``batch`` log event of the driver; ``None`` for any other event. The plan
-    LWT is taken from ``plan_s`` if the event has it; otherwise it is what
-    ``batch_s`` holds beyond the timed phases (an upper bound: it also holds the
-    loop's bookkeeping between them)."""
+    """A ``batch`` log event of the driver; ``None`` for any other event.
+
+    Checkpoint cost: the commit LWT (``commit_lwt_s``), the batch-history row that
+    follows it (the rest of ``commit_s``) and the write-ahead plan LWT (``plan_s``).
+    Events of older drivers lack the first and last: then the commit is all of
+    ``commit_s`` and the plan is what ``batch_s`` holds beyond the timed phases (an
+    upper bound: it also holds the loop's bookkeeping between them)."""
     if event.get("event") != "batch":
         return None
     ended = epoch_seconds(str(event["ts"]))
     total = float(event["batch_s"])
     phases = {name.removesuffix("_s"): float(event.get(name, 0.0)) for name in SLUICE_PHASES}
     commit = phases.pop("commit")
+    lwt = float(event.get("commit_lwt_s", commit))
     derived = max(0.0, total - commit - sum(phases.values()))
     plan = float(event.get("plan_s", derived))
     return BatchRecord(
         started=ended - total,
         ended=ended,
         records=int(event["records"]),
-        checkpoint={SLUICE_COMMIT: commit, SLUICE_PLAN: plan},
+        checkpoint={SLUICE_COMMIT: lwt, SLUICE_HISTORY: commit - lwt, SLUICE_PLAN: plan},
         phases={**phases, "batch": total},
     )
 

@@ -30,11 +30,11 @@ SCHEMA_VERSION: Final = 1
 WRITER: Final = "sluice_job.sinks.cassandra.CassandraSink.write (write_rows via foreachPartition)"
 COMMIT_KEY: Final = {System.SLUICE: SLUICE_COMMIT, System.STRUCTURED: STRUCTURED_COMMIT}
 COMMIT_WHAT: Final = {
-    System.SLUICE: "commit_s: commit LWT + batch-history INSERT",
+    System.SLUICE: "commit_lwt_s: the commit LWT",
     System.STRUCTURED: "durationMs.commitOffsets: commit-log write",
 }
 CHECKPOINT_WHAT: Final = {
-    System.SLUICE: "plan LWT (plan_s, else batch_s - timed phases: an upper bound) + commit_s",
+    System.SLUICE: "plan LWT (plan_s) + commit LWT + batch-history INSERT (commit_s)",
     System.STRUCTURED: "durationMs.walCommit + durationMs.commitOffsets",
 }
 TARGETS: Final = {

@@ -176,9 +176,10 @@ class CheckpointStore:
         if not applied:
             self._raise_lost_ownership(batch.batch_id)
 
-    def commit(self, batch: Batch, started_at: datetime) -> None:
+    def commit(self, batch: Batch, started_at: datetime) -> float:
         """Record ``batch`` as done: positions move on, only if we still own the
-        pipeline and ``batch`` follows the last committed batch."""
+        pipeline and ``batch`` follows the last committed batch. Returns the seconds
+        the commit LWT took (the history row that follows is not part of it)."""
         epoch = self._require_next(batch)
         started = time.perf_counter()
         params = (
@@ -199,7 +200,8 @@ class CheckpointStore:
         except UNCERTAIN:
             current = self.load(serial=True)
             applied = current.owner == self.owner and current.batch_id == batch.batch_id
-        self.commit_seconds.append(time.perf_counter() - started)
+        lwt = time.perf_counter() - started
+        self.commit_seconds.append(lwt)
         if not applied:
             self._raise_lost_ownership(batch.batch_id)
         self._batch_id = batch.batch_id
@@ -213,6 +215,7 @@ class CheckpointStore:
             batch.records,
             started_at,
         )
+        return lwt
 
     def release(self) -> bool:
         """Mark a clean stop; ``False`` if a newer epoch took over meanwhile."""

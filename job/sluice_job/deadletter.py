@@ -65,6 +65,11 @@ class RejectedWithoutDeadLetterError(Exception):
 
 
 class DeadLetters(Protocol):
+    @property
+    def refuses(self) -> bool:
+        """True when any reject fails the batch: then there is no point writing the
+        sink before the rejects are known."""
+
     def write(self, rejects: Iterable[Reject], *, batch_id: int, count: int) -> None:
         """Make ``count`` rejects durable, or raise; returns only when they are."""
 
@@ -120,6 +125,7 @@ class KafkaDeadLetters:
     topic: str
     pipeline: str
     servers: str
+    refuses: bool = False
 
     def write(self, rejects: Iterable[Reject], *, batch_id: int, count: int) -> None:
         failures: list[str] = []
@@ -161,6 +167,8 @@ class KafkaDeadLetters:
 @dataclass(frozen=True)
 class NoDeadLetters:
     """``spec.deadLetter`` unset: rejects stop the pipeline instead of vanishing."""
+
+    refuses: bool = True
 
     def write(self, rejects: Iterable[Reject], *, batch_id: int, count: int) -> None:
         first = next(iter(rejects), None)

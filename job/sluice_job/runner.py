@@ -37,7 +37,10 @@ from sluice_job.spec import OnOffsetOutOfRange
 class Store(Protocol):
     def claim(self, epoch: int) -> Checkpoint: ...
     def plan(self, batch: Batch) -> None: ...
-    def commit(self, batch: Batch, started_at: datetime) -> None: ...
+    def commit(self, batch: Batch, started_at: datetime) -> float:
+        """Commit ``batch``; returns the seconds its LWT took."""
+        ...
+
     def release(self) -> bool: ...
 
 
@@ -69,7 +72,12 @@ class Committed:
     batch: Batch
     times: PhaseTimes | None
     commit_seconds: float
+    """The commit LWT and the batch-history row."""
     batch_seconds: float
+    commit_lwt_seconds: float = 0.0
+    """The commit LWT alone."""
+    plan_seconds: float = 0.0
+    """The write-ahead plan LWT (0 for a batch planned by an earlier driver)."""
 
 
 class Observer(Protocol):
@@ -219,16 +227,18 @@ class Runner:
         started_at, started = datetime.now(UTC), self.clock()
         if batch.ranges and not planned_ahead:
             self.store.plan(batch)
+        planned = self.clock() - started
         times = self.executor.execute(batch, self.epoch) if batch.ranges else None
         failpoints.phase("after_write", batch.batch_id)
         failpoints.phase("commit", batch.batch_id)
         commit_started = self.clock()
-        self.store.commit(batch, started_at)
+        lwt = self.store.commit(batch, started_at)
         commit = self.clock() - commit_started
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
         self.progress.batches += 1
         self.progress.records += batch.records
-        self._report(Committed(batch, times, commit, self.clock() - started), planned_ahead)
+        done = Committed(batch, times, commit, self.clock() - started, lwt, planned)
+        self._report(done, planned_ahead)
 
     def _report(self, done: Committed, recovered: bool) -> None:
         batch, times = done.batch, done.times
@@ -248,6 +258,8 @@ class Runner:
             dead_letter_s=round(times.dead_letter, 4) if times else 0.0,
             write_s=round(times.write, 4) if times else 0.0,
             commit_s=round(done.commit_seconds, 4),
+            commit_lwt_s=round(done.commit_lwt_seconds, 4),
+            plan_s=round(done.plan_seconds, 4),
             batch_s=round(done.batch_seconds, 4),
         )
         self._observe_rate(batch, done.batch_seconds)

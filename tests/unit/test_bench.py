@@ -78,6 +78,16 @@ def test_sluice_batch_event_gives_span_commit_and_derived_plan() -> None:
     assert from_sluice({"event": "claimed"}) is None
 
 
+def test_sluice_batch_event_splits_the_commit_lwt_from_the_history_row() -> None:
+    event = {**SLUICE_BATCH, "commit_s": 0.006, "commit_lwt_s": 0.002, "plan_s": 0.003}
+    batch = from_sluice(event)
+    assert batch is not None
+    assert batch.checkpoint["commit"] == pytest.approx(0.002)
+    assert batch.checkpoint["history"] == pytest.approx(0.004)
+    assert batch.checkpoint["plan"] == pytest.approx(0.003)
+    assert batch.checkpoint_total == pytest.approx(0.009)
+
+
 def test_structured_progress_gives_checkpoint_log_writes_and_skips_idle_triggers() -> None:
     progress = {
         "timestamp": "2026-11-22T05:00:00.000Z",

@@ -34,10 +34,11 @@ class FakeStore:
     def plan(self, batch: Batch) -> None:
         self.planned.append(batch)
 
-    def commit(self, batch: Batch, started_at: datetime) -> None:
+    def commit(self, batch: Batch, started_at: datetime) -> float:
         if batch.batch_id == self.fence_at_commit:
             raise FencedError("newer epoch")
         self.committed.append(batch)
+        return 0.001
 
     def release(self) -> bool:
         self.released = True
