@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sluice_job.spec import PipelineSpec
@@ -48,6 +48,9 @@ class Settings:
     requeue_seconds: float = 2.0
     stable_seconds: float = 60.0
     """A driver running this long resets the count of failures in a row."""
+    progress_seconds: float = 5.0
+    """``status.lastCommit`` follows a running driver's commits at most this often
+    (one status write per pipeline per interval, not one per batch)."""
 
 
 DEFAULTS = Settings()
@@ -240,6 +243,7 @@ def _steady(
     else:
         phase = Phase.STARTING
     status = replace(status, phase=phase, observed_generation=obs.generation)
+    status = _with_progress(status, pod, obs, settings)
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
     )
@@ -343,6 +347,27 @@ def _termination(pod: PodView) -> dict[str, Any]:
     except (json.JSONDecodeError, TypeError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _with_progress(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
+    """The running driver's last commit, if it is newer and the stored one is at
+    least ``progress_seconds`` old; reports of another epoch's driver are ignored."""
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch or report.batch_id is None:
+        return status
+    if report.committed_at is None:
+        return status
+    known = status.last_commit
+    if known is not None:
+        if report.batch_id <= known.batch_id:
+            return status
+        stored = datetime.fromisoformat(known.time)
+        if stored.tzinfo is None:
+            stored = stored.replace(tzinfo=UTC)
+        age = (report.committed_at - stored).total_seconds()
+        if age < settings.progress_seconds:
+            return status
+    return replace(status, last_commit=LastCommit(report.batch_id, report.committed_at.isoformat()))
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:

@@ -203,6 +203,7 @@ def pod_view(pod: Any) -> PodView:
         message=message,
         running_since=running_since,
         finished_at=finished_at,
+        ip=status.pod_ip if status else None,
     )
 
 

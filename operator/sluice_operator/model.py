@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_job.spec import PipelineSpec
+from sluice_operator.progress import DriverProgress
 
 
 class Phase(StrEnum):
@@ -55,6 +56,7 @@ class PodView:
     """The driver's termination message (JSON) or the container's reason."""
     running_since: datetime | None = None
     finished_at: datetime | None = None
+    ip: str | None = None
 
     @property
     def terminated(self) -> bool:
@@ -155,3 +157,5 @@ class Observed:
     deleting: bool
     now: datetime
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
+    progress: DriverProgress | None = None
+    """What the current driver reports about its commits (its /metrics), if read."""

@@ -19,11 +19,12 @@ from pydantic import ValidationError
 
 from sluice_job.config import describe
 from sluice_job.spec import PipelineSpec
-from sluice_operator import metrics
+from sluice_operator import builders, metrics, progress
 from sluice_operator.actions import Decision
 from sluice_operator.decide import DEFAULTS, Settings, decide
 from sluice_operator.kube import Kube
-from sluice_operator.model import Observed, Status
+from sluice_operator.model import Observed, PodPhase, PodView, Status
+from sluice_operator.progress import DriverProgress
 
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
@@ -62,6 +63,7 @@ def observe(kube: Kube, body: Mapping[str, Any], *, deleting: bool) -> Observed:
     spec, error = parse_spec(body.get("spec") or {})
     pods = kube.driver_pods(namespace, name)
     nodes = kube.nodes(p.node for p in pods if p.node)
+    status = Status.parse(body.get("status"))
     return Observed(
         name=name,
         namespace=namespace,
@@ -69,10 +71,21 @@ def observe(kube: Kube, body: Mapping[str, Any], *, deleting: bool) -> Observed:
         generation=int(meta.get("generation", 1)),
         spec=spec,
         spec_error=error,
-        status=Status.parse(body.get("status")),
+        status=status,
         pods=pods,
         nodes=nodes,
         deleting=deleting or meta.get("deletionTimestamp") is not None,
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},
+        progress=_progress(f"{namespace}/{name}", pods, status),
     )
+
+
+def _progress(pipeline: str, pods: tuple[PodView, ...], status: Status) -> DriverProgress | None:
+    """The current driver's own report, if it runs and answers."""
+    current = next((p for p in pods if p.name == status.driver_pod), None)
+    if current is None or current.ip is None or current.phase is not PodPhase.RUNNING:
+        return None
+    if current.deleting:
+        return None
+    return progress.scrape(current.ip, builders.METRICS_PORT, pipeline)

@@ -13,7 +13,17 @@ from sluice_job.spec import PipelineSpec
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, RemovePod, StopPod, WriteStatus
 from sluice_operator.decide import decide
-from sluice_operator.model import NodeView, Observed, Phase, PodPhase, PodView, Status, StopReason
+from sluice_operator.model import (
+    LastCommit,
+    NodeView,
+    Observed,
+    Phase,
+    PodPhase,
+    PodView,
+    Status,
+    StopReason,
+)
+from sluice_operator.progress import DriverProgress
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -224,3 +234,32 @@ def test_credentials_reach_the_driver_only_as_secret_references() -> None:
     user = env["SLUICE_CHECKPOINT_CASSANDRA_USERNAME"]
     assert user["valueFrom"]["secretKeyRef"] == {"name": "cass", "key": "username"}
     assert "value" not in user
+
+
+def written_or_none(decision: Decision) -> Status | None:
+    found = [a.status for a in decision.actions if isinstance(a, WriteStatus)]
+    return found[-1] if found else None
+
+
+def test_running_driver_report_moves_last_commit_at_most_every_progress_interval() -> None:
+    status, pod = running(epoch=4)
+    report = DriverProgress(4, batch_id=17, committed_at=NOW - timedelta(seconds=1), lag=30)
+    first = written(decide(observed(status, (pod,), progress=report)))
+    assert first.last_commit == LastCommit(17, report.committed_at.isoformat())
+
+    soon = DriverProgress(4, batch_id=18, committed_at=NOW + timedelta(seconds=2), lag=0)
+    assert written_or_none(decide(observed(first, (pod,), progress=soon))) in (None, first)
+
+    later = DriverProgress(4, batch_id=23, committed_at=NOW + timedelta(seconds=6), lag=0)
+    assert written(decide(observed(first, (pod,), progress=later))).last_commit == LastCommit(
+        23, later.committed_at.isoformat()
+    )
+
+
+def test_report_of_another_epochs_driver_or_before_a_first_commit_is_ignored() -> None:
+    status, pod = running(epoch=4)
+    zombie = DriverProgress(3, batch_id=99, committed_at=NOW, lag=0)
+    fresh = DriverProgress(4, batch_id=None, committed_at=None, lag=5)
+    unreported = decide(observed(status, (pod,)))
+    for report in (zombie, fresh):
+        assert decide(observed(status, (pod,), progress=report)) == unreported

@@ -1,0 +1,89 @@
+"""A running driver's progress, read from its own ``/metrics`` endpoint.
+
+The operator shows the last commit in the pipeline's status (``kubectl get sp``)
+while the driver runs, not only when it exits. It asks the driver, the way the
+Flink operator asks a JobManager's REST API: the driver already serves
+``sluice_last_committed_batch_id``, ``sluice_last_commit_timestamp_seconds``,
+``sluice_epoch`` and ``sluice_consumer_lag`` for Prometheus. The alternative, the
+operator reading the checkpoint row, would give it Cassandra credentials and a
+Cassandra client; the driver needs no Kubernetes credentials either way.
+
+:func:`parse` is pure; :func:`scrape` is the one HTTP GET. A scrape that fails
+(driver starting, network) gives ``None``: the status keeps what it had. Answers
+from another epoch's driver are ignored by the caller (a zombie on the same address
+during a failover on a shared host).
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from prometheus_client.parser import text_string_to_metric_families
+
+TIMEOUT_SECONDS: Final = 1.0
+BATCH: Final = "sluice_last_committed_batch_id"
+COMMITTED_AT: Final = "sluice_last_commit_timestamp_seconds"
+EPOCH: Final = "sluice_epoch"
+LAG: Final = "sluice_consumer_lag"
+
+
+@dataclass(frozen=True)
+class DriverProgress:
+    """What a driver reports about itself."""
+
+    epoch: int
+    batch_id: int | None
+    """The last batch it committed; ``None`` before its first commit."""
+    committed_at: datetime | None
+    lag: int | None
+    """Records in Kafka past the committed positions, summed over partitions."""
+
+
+def parse(text: str, pipeline: str) -> DriverProgress | None:
+    """The progress of ``pipeline`` (``namespace/name``, the drivers' ``pipeline``
+    label) in a Prometheus text exposition; ``None`` if it has no epoch for it (not
+    its driver, or one that has not claimed the pipeline yet)."""
+    values: dict[str, float] = {}
+    lag: float | None = None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("pipeline") != pipeline:
+                continue
+            if sample.name == LAG:
+                lag = (lag or 0.0) + sample.value
+            elif sample.name in (BATCH, COMMITTED_AT, EPOCH):
+                values[sample.name] = sample.value
+    epoch = values.get(EPOCH)
+    if not epoch:
+        return None
+    batch = values.get(BATCH)
+    stamp = values.get(COMMITTED_AT)
+    committed = batch is not None and batch > 0 and stamp is not None and stamp > 0
+    return DriverProgress(
+        epoch=int(epoch),
+        batch_id=int(batch) if committed and batch is not None else None,
+        committed_at=(
+            datetime.fromtimestamp(stamp, UTC) if committed and stamp is not None else None
+        ),
+        lag=None if lag is None else int(lag),
+    )
+
+
+def scrape(
+    host: str, port: int, pipeline: str, timeout: float = TIMEOUT_SECONDS
+) -> DriverProgress | None:
+    """GET ``http://host:port/metrics`` and parse it; ``None`` on any failure."""
+    url = f"http://{host}:{port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+    try:
+        return parse(text, pipeline)
+    except ValueError:
+        return None

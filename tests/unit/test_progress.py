@@ -1,0 +1,55 @@
+"""The operator reads a running driver's progress from the metrics the driver serves."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import generate_latest
+
+from sluice_job.checkpoint import Batch
+from sluice_job.metrics import PrometheusObserver
+from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
+from sluice_job.runner import Committed
+from sluice_operator.progress import parse
+
+pytestmark = pytest.mark.unit
+
+TP0, TP1 = TopicPartition("ui-events", 0), TopicPartition("ui-events", 1)
+
+
+def exposition(observer: PrometheusObserver) -> str:
+    return generate_latest().decode()
+
+
+def test_a_drivers_own_exposition_gives_its_epoch_last_commit_and_lag() -> None:
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
+    observer = PrometheusObserver(pipeline)
+    observer.started("sluice-job:v2", epoch=6)
+    before = datetime.now(UTC).replace(microsecond=0)
+    batch = Batch(41, (OffsetRange(TP0, 0, 10),), {TP0: 10, TP1: 5})
+    observer.committed(Committed(batch, None, commit_seconds=0.01, batch_seconds=0.5))
+    observer.lag({TP0: Watermarks(0, 25), TP1: Watermarks(0, 12)}, {TP0: 10, TP1: 5})
+
+    report = parse(exposition(observer), pipeline)
+
+    assert report is not None
+    assert report.epoch == 6
+    assert report.batch_id == 41
+    assert report.committed_at is not None
+    assert report.committed_at >= before
+    assert report.lag == 15 + 7
+
+
+def test_before_its_first_commit_a_driver_reports_its_epoch_only() -> None:
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
+    PrometheusObserver(pipeline).started("sluice-job:v1", epoch=2)
+    report = parse(generate_latest().decode(), pipeline)
+    assert report is not None
+    assert (report.epoch, report.batch_id, report.committed_at) == (2, None, None)
+
+
+def test_another_pipelines_series_are_not_this_pipelines_progress() -> None:
+    PrometheusObserver(f"ns-{uuid.uuid4().hex[:6]}/other").started("sluice-job:v1", epoch=3)
+    assert parse(generate_latest().decode(), "ns/absent") is None
