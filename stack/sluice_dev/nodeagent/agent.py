@@ -144,6 +144,9 @@ class NodeAgent:
                     "container": view.name,
                     "pid": view.pid,
                     "phase": status.phase(run.views()),
+                    "exit_code": (
+                        view.state.exit_code if isinstance(view.state, status.Terminated) else None
+                    ),
                 }
                 for uid, run in self._runs.items()
                 for view in run.views()

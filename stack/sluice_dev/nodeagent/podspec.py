@@ -98,12 +98,35 @@ def launch_plan(
     return LaunchPlan(argv=argv, env=env, cwd=cwd)
 
 
+IMAGE_ENV_FILE = "image.env"
+"""In a code root, the image's own environment (a Dockerfile's ``ENV`` lines): one
+``NAME=value`` per line, ``#`` comments; e.g. where the job image keeps its jars."""
+
+
 def image_env(pod: V1Pod, base_env: Mapping[str, str], code_root: Path | None) -> dict[str, str]:
-    """What the image would contribute: its code on ``PYTHONPATH`` and a hostname."""
+    """What the image would contribute: its code on ``PYTHONPATH``, a hostname, and
+    the variables of the code root's :data:`IMAGE_ENV_FILE`."""
     env = {"HOSTNAME": _meta(pod).name or ""}
     if code_root is not None:
         paths = [str(code_root), *filter(None, base_env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)
+        env.update(read_image_env(code_root / IMAGE_ENV_FILE))
+    return env
+
+
+def read_image_env(path: Path) -> dict[str, str]:
+    """The ``NAME=value`` lines of ``path`` (none if it does not exist)."""
+    if not path.is_file():
+        return {}
+    env: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"{path}:{number}: expected NAME=value, got {text!r}")
+        env[name.strip()] = value
     return env
 
 
