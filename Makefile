@@ -54,11 +54,7 @@ test-e2e: provision
 	$(BIN)/pytest -m e2e
 
 demo: provision
-	$(BIN)/sluice-dev up
-	$(BIN)/sluice-dev status
-	@echo
-	@echo "The stack is running. Point clients at it with:  eval \"\$$($(BIN)/sluice-dev env)\""
-	@echo "Stop it with:  make down"
+	$(BIN)/sluice-dev demo
 
 # The benchmark (bench/): Sluice's loop against Spark Structured Streaming on the local
 # Kafka and Cassandra, left running afterwards. Results in bench/results/. Options as

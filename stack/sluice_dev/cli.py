@@ -7,6 +7,8 @@ sluice-dev status                    health of every server; exit 1 if any is do
 sluice-dev env                       `export` lines for clients of the stack
 sluice-dev logs SERVER [-n N] [-f]   a server's log
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
+sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
+sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
 """
 
 from __future__ import annotations
@@ -70,6 +72,24 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("action", choices=["partition", "crash", "heal"])
     cmd.add_argument("node")
     cmd.set_defaults(run=_node)
+
+    cmd = sub.add_parser(
+        "produce", help="produce sample UI events (JSON, sequence-numbered) to a topic"
+    )
+    cmd.add_argument("--topic", required=True)
+    cmd.add_argument("--count", type=int, required=True, help="events to produce")
+    cmd.add_argument("--rate", type=float, default=0.0, help="events per second (0: at once)")
+    cmd.add_argument("--start", type=int, default=0, help="first sequence number")
+    cmd.add_argument("--seed", type=int, default=7, help="seed of the event contents")
+    cmd.add_argument("--bad-every", type=int, default=0, help="every n-th event malformed")
+    cmd.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
+    cmd.add_argument("--bootstrap", default=None, help="Kafka (default: the stack's)")
+    cmd.set_defaults(run=_produce)
+
+    cmd = sub.add_parser("demo", help="run the KPI pipeline through a node failure and an upgrade")
+    cmd.add_argument("--events", type=int, default=24_000, help="events produced")
+    cmd.add_argument("--rate", type=float, default=200.0, help="events per second")
+    cmd.set_defaults(run=_demo)
     return parser
 
 
@@ -128,3 +148,36 @@ def _node(layout: Layout, args: argparse.Namespace) -> int:
     action[args.action](layout, args.node)
     print(f"{args.node}: {args.action}")
     return 0
+
+
+def _produce(_layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev.events import EventFactory
+    from sluice_dev.produce import ensure_topic, produce
+    from sluice_dev.servers.kafka import BOOTSTRAP
+
+    bootstrap = args.bootstrap or BOOTSTRAP
+    if ensure_topic(bootstrap, args.topic, args.partitions):
+        print(f"created topic {args.topic} with {args.partitions} partitions")
+    factory = EventFactory(seed=args.seed, bad_every=args.bad_every)
+    began = time.monotonic()
+    count = produce(
+        bootstrap,
+        args.topic,
+        args.count,
+        start=args.start,
+        rate=args.rate or None,
+        factory=factory,
+        progress=lambda n: print(f"  {n:,} produced", flush=True),
+    )
+    last = args.start + count - 1
+    print(
+        f"produced {count:,} events (seq {args.start}..{last}) to {args.topic} "
+        f"in {time.monotonic() - began:.1f}s"
+    )
+    return 0
+
+
+def _demo(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import demo
+
+    return demo.run(layout, events=args.events, rate=args.rate)

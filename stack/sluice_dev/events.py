@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 
 PAGES = ("/home", "/search", "/cart", "/checkout", "/product/1", "/product/2", "/help")
@@ -53,3 +54,10 @@ class EventFactory:
         else:
             event["ts"] = "yesterday"
         return key, json.dumps(event).encode()
+
+
+def normalised_page(raw: str) -> str:
+    """A page as the example transforms clean it (lower case, no query string, no
+    trailing slash): the oracle tests and the demo compare the sink with."""
+    cleaned = re.sub(r"/+$", "", re.sub(r"[?#].*$", "", raw.strip().lower()))
+    return cleaned or "/"

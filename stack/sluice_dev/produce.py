@@ -80,3 +80,23 @@ def idempotent_producer(bootstrap: str) -> tuple[Producer, Deliveries]:
         }
     )
     return producer, Deliveries()
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -> bool:
+    """Create ``topic`` with ``partitions`` if it does not exist; True if created."""
+    # NewTopic is missing from the package's stubs, not from the package.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=timeout).topics:
+        return False
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+    admin.create_topics([new], operation_timeout=timeout)[topic].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        leaders = [p.leader for p in found.partitions.values()] if found else []
+        if len(leaders) == partitions and all(leader >= 0 for leader in leaders):
+            return True
+        time.sleep(0.2)
+    raise KafkaException(f"topic {topic} has no leader for every partition after {timeout}s")

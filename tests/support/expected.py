@@ -4,15 +4,11 @@ plain Python, independently of the Spark code under test."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 
-from sluice_dev.events import EventFactory
+from sluice_dev.events import EventFactory, normalised_page
 
-
-def page(raw: str) -> str:
-    cleaned = re.sub(r"/+$", "", re.sub(r"[?#].*$", "", raw.strip().lower()))
-    return cleaned or "/"
+page = normalised_page
 
 
 def event_row(factory: EventFactory, seq: int) -> tuple[str, int, str, str, str, datetime]:

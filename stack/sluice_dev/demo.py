@@ -1,0 +1,411 @@
+"""``make demo``: the KPI example on the local stack, through a node failure and a code
+upgrade, ending with what a user checks: every event counted once.
+
+Steps: start the stack; install the CRD; start the operator (a process of the stack,
+watching namespace ``sluice-demo``); register the job images ``sluice-demo/job:v1``
+and ``:v2`` with the node agent; create the topic and the KPI table; apply
+``examples/kpi-pipeline.yaml`` with local addresses; produce events at a steady rate;
+partition the driver's node (the driver keeps running there, a zombie, and is fenced)
+and time the failover; apply the v2 image and time the upgrade gap; wait until the
+checkpoint holds Kafka's end offsets; compare the KPI table with the events produced,
+window by window. The stack and the operator stay up to be explored.
+
+Every run uses fresh topic names and a fresh pipeline (a previous demo pipeline is
+deleted first), so a second run starts clean.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import yaml
+
+from sluice_dev import ports, procs, stack
+from sluice_dev.events import EventFactory, normalised_page
+from sluice_dev.kubectl import Kubectl
+from sluice_dev.nodeagent import control
+from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.produce import ensure_topic, produce
+from sluice_dev.servers import kube, nodeagent
+from sluice_dev.servers.cassandra import CONTACT
+from sluice_dev.servers.kafka import BOOTSTRAP
+from sluice_dev.servers.spark import NAME as SPARK_JARS
+from sluice_dev.servers.spark import spark_jars
+
+NAMESPACE: Final = "sluice-demo"
+PIPELINE: Final = "page-kpis"
+KEYSPACE: Final = "sluice_demo"
+IMAGE: Final = "sluice-demo/job"
+OPERATOR: Final = "demo-operator"
+OPERATOR_PORT: Final = 18090 + ports.OFFSET
+DRIVER_METRICS: Final = "http://127.0.0.1:8090/metrics"
+EXAMPLE: Final = REPO_ROOT / "examples" / "kpi-pipeline.yaml"
+SCHEMA: Final = REPO_ROOT / "examples" / "kpi-schema.cql"
+WINDOW_SECONDS: Final = 60
+
+
+@dataclass
+class Summary:
+    records_in: int = 0
+    in_sink: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    failover_seconds: float | None = None
+    upgrade_gap_seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        def seconds(value: float | None) -> str:
+            return "n/a" if value is None else f"{value:.1f}s"
+
+        return [
+            f"records in: {self.records_in}",
+            f"records in sink: {self.in_sink}",
+            f"missing: {self.missing}",
+            f"duplicates: {self.duplicates}",
+            f"failover time: {seconds(self.failover_seconds)}",
+            f"upgrade gap: {seconds(self.upgrade_gap_seconds)}",
+        ]
+
+
+def say(text: str) -> None:
+    print(f"[demo {datetime.now().strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def run(layout: Layout, *, events: int, rate: float) -> int:
+    stamp = datetime.now(UTC).strftime("%H%M%S")
+    topic, dead_letters = f"ui-events-{stamp}", f"ui-events-dlq-{stamp}"
+    factory = EventFactory(seed=int(stamp))
+    say("1/8 starting the local stack (Kafka, Cassandra, Kubernetes, node agent)")
+    stack.up(layout, say=lambda line: print(f"    {line}", flush=True))
+    kubectl = Kubectl(layout)
+
+    say("2/8 installing the CRD and starting the operator")
+    kubectl("apply", "-f", str(REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
+    kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    _start_operator(layout)
+
+    say("3/8 job images sluice-demo/job:v1 and :v2 on the node agent")
+    _register_images(layout)
+    if _pipeline(kubectl) is not None:
+        say("    deleting the previous demo pipeline (its driver stops cleanly)")
+        kubectl("delete", "streamingpipeline", PIPELINE, "-n", NAMESPACE, "--timeout=180s")
+
+    say(f"4/8 topics {topic} and {dead_letters}, table {KEYSPACE}.page_kpis")
+    ensure_topic(BOOTSTRAP, topic, 4)
+    ensure_topic(BOOTSTRAP, dead_letters, 1)
+    cassandra = Cassandra()
+    cassandra.schema()
+
+    say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {IMAGE}:v1)")
+    manifest = localized(_example(), topic, dead_letters, f"{IMAGE}:v1")
+    print(kubectl.apply(manifest).rstrip(), flush=True)
+    producer = Producer(topic, events, rate, factory).start()
+    say(f"    producing {events:,} events at {rate:.0f}/s in the background")
+    watch = Watch(kubectl, cassandra, producer)
+    status = watch.until(lambda s: _running(s, 1), "the first driver Running", timeout=240)
+    watch.until(lambda s: (s.get("lastCommit") or {}).get("batchId", 0) >= 3, "commits", 120)
+
+    summary = Summary(records_in=events)
+    say("6/8 forced node failure: partitioning the driver's node")
+    node = _driver_node(kubectl, status["driverPod"])
+    epoch = int(status["epoch"])
+    began = time.monotonic()
+    control.partition(layout, node)
+    say(f"    node {node} partitioned: heartbeats stop, its driver keeps running (a zombie)")
+    watch.until(lambda s: _running(s, epoch + 1), "a new driver on the other node", 240)
+    summary.failover_seconds = time.monotonic() - began
+    say(f"    failover in {summary.failover_seconds:.1f}s; healing {node}")
+    control.heal(layout, node)
+
+    say(f"7/8 code upgrade: kubectl apply with image {IMAGE}:v2")
+    epoch = int(_pipeline(kubectl)["status"]["epoch"])  # type: ignore[index]
+    began = time.monotonic()
+    print(kubectl.apply(localized(_example(), topic, dead_letters, f"{IMAGE}:v2")).rstrip())
+    watch.until(
+        lambda s: _running(s, epoch + 1) and s.get("image") == f"{IMAGE}:v2",
+        "the v2 driver Running",
+        240,
+    )
+    summary.upgrade_gap_seconds = time.monotonic() - began
+    say(f"    upgrade gap (apply -> v2 driver running): {summary.upgrade_gap_seconds:.1f}s")
+
+    say("8/8 waiting for the last events to be committed")
+    producer.wait()
+    ends = _end_offsets(topic)
+    watch.until(lambda _s: cassandra.committed() == ends, "the end offsets committed", 300)
+    expected = expected_kpis(factory, events)
+    actual = cassandra.kpis()
+    summary.in_sink = sum(actual.values())
+    for key in expected.keys() | actual.keys():
+        difference = actual.get(key, 0) - expected.get(key, 0)
+        summary.missing += max(0, -difference)
+        summary.duplicates += max(0, difference)
+    print(kubectl("get", "sp", "-n", NAMESPACE, "-o", "wide").rstrip(), flush=True)
+    print()
+    for line in summary.lines():
+        print(line)
+    print(
+        f"""
+The stack and the operator keep running. Explore:
+  export KUBECONFIG={layout.kubeconfig}
+  {kube.kubectl(layout)} -n {NAMESPACE} get sp -o wide
+  {kube.kubectl(layout)} -n {NAMESPACE} describe sp {PIPELINE}
+  curl -s {DRIVER_METRICS} | grep ^sluice_        (the driver)
+  curl -s http://127.0.0.1:{OPERATOR_PORT}/metrics | grep ^sluice_   (the operator)
+  .venv/bin/sluice-dev produce --topic {topic} --rate 100 --count 1000
+  .venv/bin/sluice-dev logs {OPERATOR}
+Stop everything with:  make down""",
+        flush=True,
+    )
+    return 0 if summary.missing == 0 and summary.duplicates == 0 else 1
+
+
+# -- the pipeline --------------------------------------------------------------------
+
+
+def _example() -> dict[str, Any]:
+    return dict(yaml.safe_load(EXAMPLE.read_text()))
+
+
+def localized(example: Mapping[str, Any], topic: str, dlq: str, image: str) -> dict[str, Any]:
+    """The example manifest pointed at the local stack (a pure function)."""
+    body = copy.deepcopy(dict(example))
+    body["metadata"] = {"name": PIPELINE, "namespace": NAMESPACE}
+    spec = body["spec"]
+    spec["image"] = image
+    spec["source"]["kafka"].update(
+        bootstrapServers=BOOTSTRAP, topics=[topic], maxRecordsPerPartition=5_000
+    )
+    spec["sink"]["cassandra"].update(contactPoints=[CONTACT], keyspace=KEYSPACE)
+    spec["checkpoint"]["cassandra"].update(contactPoints=[CONTACT], keyspace=KEYSPACE)
+    spec["deadLetter"] = {"kafka": {"topic": dlq}}
+    spec["trigger"] = {"intervalSeconds": 1}
+    spec["spark"] = {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}}
+    spec["upgrade"] = {"stopTimeoutSeconds": 60}
+    spec["failover"] = {"nodeLostSeconds": 5}
+    spec["restart"] = {"backoffSeconds": 1, "maxBackoffSeconds": 8, "maxFailures": 10}
+    return body
+
+
+def expected_kpis(factory: EventFactory, count: int) -> Counter[tuple[str, int]]:
+    """Events per (page, window start) for events ``0 .. count-1``, in plain Python."""
+    kpis: Counter[tuple[str, int]] = Counter()
+    for seq in range(count):
+        event = factory.event(seq)
+        seconds = int(str(event["ts"])) // 1000
+        kpis[(normalised_page(str(event["page"])), seconds - seconds % WINDOW_SECONDS)] += 1
+    return kpis
+
+
+def _running(status: Mapping[str, Any], epoch: int) -> bool:
+    return status.get("phase") == "Running" and int(status.get("epoch", 0)) >= epoch
+
+
+def _pipeline(kubectl: Kubectl) -> dict[str, Any] | None:
+    found = kubectl("get", "sp", "-n", NAMESPACE, "-o", "json")
+    for item in json.loads(found).get("items", []):
+        if item["metadata"]["name"] == PIPELINE:
+            return dict(item)
+    return None
+
+
+def _driver_node(kubectl: Kubectl, pod: str) -> str:
+    found = json.loads(kubectl("get", "pod", pod, "-n", NAMESPACE, "-o", "json"))
+    return str(found["spec"]["nodeName"])
+
+
+# -- the pieces the demo runs ----------------------------------------------------------
+
+
+def _start_operator(layout: Layout) -> None:
+    pid = procs.read_pid(layout.pidfile(OPERATOR))
+    if pid is not None and procs.pid_alive(pid):
+        say(f"    operator already running (pid {pid})")
+        return
+    argv = [
+        sys.executable,
+        "-m",
+        "sluice_operator",
+        f"--namespace={NAMESPACE}",
+        f"--lease-namespace={NAMESPACE}",
+        "--http-host=127.0.0.1",
+        f"--http-port={OPERATOR_PORT}",
+        "--no-leader-election",
+    ]
+    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig), **procs.marker_env(layout.stack)}
+    pid = procs.spawn(
+        argv, log=layout.log(OPERATOR), pidfile=layout.pidfile(OPERATOR), env=env, cwd=REPO_ROOT
+    )
+    _wait(lambda: _http_ok(f"http://127.0.0.1:{OPERATOR_PORT}/healthz"), "the operator", 60)
+    say(f"    operator pid {pid}, log {layout.log(OPERATOR)}")
+
+
+def _register_images(layout: Layout) -> None:
+    stack.provision(layout, [SPARK_JARS], say=lambda _line: None)
+    jars = ",".join(str(j) for j in spark_jars(layout))
+    for version in ("v1", "v2"):
+        root = layout.stack / "demo" / "images" / version
+        root.mkdir(parents=True, exist_ok=True)
+        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jars}\n")
+        nodeagent.register_image(layout, f"{IMAGE}:{version}", root)
+
+
+class Producer:
+    """The event stream of the demo, in a background thread."""
+
+    def __init__(self, topic: str, count: int, rate: float, factory: EventFactory) -> None:
+        self.topic, self.count, self.rate, self.factory = topic, count, rate, factory
+        self.produced = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+
+    def start(self) -> Producer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        def progress(n: int) -> None:
+            self.produced = n
+
+        try:
+            self.produced = produce(
+                BOOTSTRAP,
+                self.topic,
+                self.count,
+                rate=self.rate,
+                factory=self.factory,
+                progress=progress,
+            )
+        except BaseException as err:  # reported by wait()
+            self.error = err
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self.error is not None:
+            raise stack.StackError(f"the producer failed: {self.error}")
+
+
+class Cassandra:
+    def __init__(self) -> None:
+        from cassandra.cluster import Cluster
+
+        host, port = CONTACT.rsplit(":", 1)
+        self.cluster = Cluster([host], port=int(port))
+        self.session = self.cluster.connect()
+
+    def schema(self) -> None:
+        cql = SCHEMA.read_text().replace("analytics", KEYSPACE)
+        for statement in filter(None, (s.strip() for s in _strip_comments(cql).split(";"))):
+            self.session.execute(statement, timeout=60)
+        self.session.execute(f"TRUNCATE {KEYSPACE}.page_kpis", timeout=60)
+
+    def kpis(self) -> Counter[tuple[str, int]]:
+        rows = self.session.execute(
+            f"SELECT page, window_start, events FROM {KEYSPACE}.page_kpis", timeout=60
+        )
+        found: Counter[tuple[str, int]] = Counter()
+        for row in rows:
+            start = row.window_start.replace(tzinfo=UTC)
+            found[(row.page, int(start.timestamp()))] += int(row.events)
+        return found
+
+    def committed(self) -> dict[int, int] | None:
+        try:
+            row = self.session.execute(
+                f"SELECT offsets FROM {KEYSPACE}.checkpoints WHERE pipeline = %s",
+                (f"{NAMESPACE}/{PIPELINE}",),
+            ).one()
+        except Exception:  # the tables appear with the first driver
+            return None
+        if row is None:
+            return None
+        offsets = json.loads(row.offsets)
+        return {int(p): o for parts in offsets.values() for p, o in parts.items()}
+
+    def rows_landed(self) -> int:
+        try:
+            return sum(self.kpis().values())
+        except Exception:  # progress output only
+            return 0
+
+
+class Watch:
+    """Waits on the pipeline's status, printing progress every few seconds."""
+
+    def __init__(self, kubectl: Kubectl, cassandra: Cassandra, producer: Producer) -> None:
+        self.kubectl, self.cassandra, self.producer = kubectl, cassandra, producer
+        self.last_print = 0.0
+
+    def until(
+        self, done: Callable[[dict[str, Any]], bool], what: str, timeout: float
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = _pipeline(self.kubectl)
+            status = dict((found or {}).get("status") or {})
+            if time.monotonic() - self.last_print >= 5:
+                self._progress(status)
+            if done(status):
+                self._progress(status)
+                return status
+            if time.monotonic() > deadline:
+                raise stack.StackError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.5)
+
+    def _progress(self, status: Mapping[str, Any]) -> None:
+        self.last_print = time.monotonic()
+        commit = status.get("lastCommit") or {}
+        say(
+            f"    phase {status.get('phase', '-'):<10} epoch {status.get('epoch', '-')}  "
+            f"driver {status.get('driverPod', '-')}  last batch {commit.get('batchId', '-')}  "
+            f"produced {self.producer.produced:,}  counted in sink "
+            f"{self.cassandra.rows_landed():,}"
+        )
+
+
+def _end_offsets(topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "sluice-demo"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in metadata.partitions
+        }
+    finally:
+        consumer.close()
+
+
+def _strip_comments(cql: str) -> str:
+    return "\n".join(line for line in cql.splitlines() if not line.strip().startswith("--"))
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def _wait(check: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise stack.StackError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.3)

@@ -1,0 +1,33 @@
+"""The demo's pure parts: the example pointed at the local stack, and its oracle."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from sluice_dev import demo
+from sluice_dev.events import EventFactory
+from sluice_job.spec import PipelineSpec
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_localized_example_is_a_valid_pipeline_on_the_stack() -> None:
+    example = yaml.safe_load(demo.EXAMPLE.read_text())
+    body = demo.localized(example, "ui-events-1", "ui-events-dlq-1", "sluice-demo/job:v2")
+    spec = PipelineSpec.model_validate(body["spec"])
+    assert body["metadata"] == {"name": demo.PIPELINE, "namespace": demo.NAMESPACE}
+    assert spec.image == "sluice-demo/job:v2"
+    assert spec.source.kafka.topics == ["ui-events-1"]
+    assert spec.transform.entrypoint == example["spec"]["transform"]["entrypoint"]
+    assert spec.sink.cassandra is not None
+    assert spec.sink.cassandra.keyspace == demo.KEYSPACE
+    assert example["metadata"]["namespace"] == "analytics", "the example itself is untouched"
+
+
+def test_expected_kpis_count_every_event_once_in_its_minute() -> None:
+    factory = EventFactory(seed=3)
+    kpis = demo.expected_kpis(factory, 500)
+    assert sum(kpis.values()) == 500
+    assert all(start % 60 == 0 for _, start in kpis)
+    assert all(page == page.lower() and "?" not in page for page, _ in kpis)
