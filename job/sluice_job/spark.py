@@ -52,9 +52,6 @@ def spark_conf(
         "spark.master": master,
         "spark.app.name": app_name,
         "spark.driver.memory": spec.spark.driver.memory,
-        "spark.executor.memory": spec.spark.executors.memory,
-        "spark.executor.cores": str(spec.spark.executors.cores),
-        "spark.executor.instances": str(spec.spark.executors.instances),
         "spark.locality.wait": "0s",
         "spark.sql.shuffle.partitions": str(max(1, parallelism)),
         "spark.default.parallelism": str(max(1, parallelism)),
@@ -67,6 +64,12 @@ def spark_conf(
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": python,
     }
+    if not master.startswith("local"):
+        # Executors exist only on a cluster; spark-submit refuses 0 instances even in
+        # local mode, where the driver's cores do the work.
+        conf["spark.executor.memory"] = spec.spark.executors.memory
+        conf["spark.executor.cores"] = str(spec.spark.executors.cores)
+        conf["spark.executor.instances"] = str(spec.spark.executors.instances)
     jars = env.get("SLUICE_SPARK_JARS")
     if jars:
         conf["spark.jars"] = jars

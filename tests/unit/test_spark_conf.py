@@ -62,3 +62,17 @@ def test_shuffle_partitions_follow_the_executor_cores_on_a_cluster() -> None:
     conf = spark_conf(spec, {"SLUICE_SPARK_MASTER": "k8s://https://kube:443"}, "app", "python")
     assert conf["spark.sql.shuffle.partitions"] == "12"
     assert conf["spark.default.parallelism"] == "12"
+
+
+def test_local_mode_sets_no_executors_so_zero_executor_pods_is_accepted() -> None:
+    conf = spark_conf(with_spark(executors={"instances": 0}), {}, "app", "python")
+    assert conf["spark.master"].startswith("local[")
+    assert not [key for key in conf if key.startswith("spark.executor.")]
+
+
+def test_executors_are_sized_on_a_cluster() -> None:
+    spec = with_spark(executors={"instances": 3, "cores": 4, "memory": "3g"})
+    conf = spark_conf(spec, {"SLUICE_SPARK_MASTER": "k8s://https://kube:443"}, "app", "python")
+    assert conf["spark.executor.instances"] == "3"
+    assert conf["spark.executor.cores"] == "4"
+    assert conf["spark.executor.memory"] == "3g"
