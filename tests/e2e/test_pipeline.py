@@ -1,0 +1,320 @@
+"""End to end, everything real: ``kubectl apply`` a StreamingPipeline, the operator
+(``python -m sluice_operator``) starts driver pods, the node agent runs them as real
+``python -m sluice_job`` processes (Spark in local mode inside the "pod", the job
+image's code from its code root), events flow from Kafka to Cassandra while a
+producer keeps writing, and the faults a cluster sees happen on the way: driver
+processes killed, a node partitioned away with its driver still running, a code
+upgrade with the operator killed halfway. Afterwards the sink holds every produced
+event exactly once, and the checkpoint history shows batches that never overlap.
+
+The driver pods run on two private nodes of the test (labelled with a pool only
+its pipeline selects), so partitioning one disturbs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cassandra import InvalidRequest
+
+from sluice_dev import procs
+from sluice_dev.events import EventFactory
+from sluice_dev.kubectl import Kubectl
+from sluice_dev.nodeagent import control
+from sluice_dev.paths import Layout
+from sluice_operator import naming
+from tests.support import state
+from tests.support.agents import ISOLATION_TAINT, PrivateAgent, private_agent
+from tests.support.e2e import (
+    JOB_IMAGE,
+    Production,
+    SinkReport,
+    batch_tags,
+    job_images,
+    manifest,
+    sink_report,
+)
+from tests.support.operator import Operators, Pipeline
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+RATE = 150.0
+"""Events per second while the faults happen (a steady stream, not a backlog)."""
+
+
+@dataclass
+class Setup:
+    layout: Layout
+    kubectl: Kubectl
+    operators: Operators
+    pipeline: Pipeline
+    agents: list[PrivateAgent]
+    pool: str
+    bootstrap: str
+    topic: str
+    contact: str
+    keyspace: str
+    cassandra: Any
+
+    @property
+    def pipeline_id(self) -> str:
+        return f"{self.pipeline.namespace}/{self.pipeline.name}"
+
+    def manifest(self, version: str) -> dict[str, Any]:
+        return manifest(
+            self.pipeline.name,
+            self.pipeline.namespace,
+            image=f"{JOB_IMAGE}:{version}",
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            contact=self.contact,
+            keyspace=self.keyspace,
+            pool=self.pool,
+            toleration=ISOLATION_TAINT,
+        )
+
+    def produce(self, count: int, factory: EventFactory) -> Production:
+        return Production(self.bootstrap, self.topic, count, RATE, factory).start()
+
+    def wait_commit_by(self, epoch: int, timeout: float = 180) -> None:
+        """Until a batch committed by the driver of ``epoch`` is in the history."""
+        wait_for(
+            lambda: any(
+                row.epoch == epoch
+                for row in state.history(self.cassandra, self.keyspace, self.pipeline_id)
+            ),
+            timeout=timeout,
+            what=f"a batch committed by epoch {epoch}",
+            ignoring=(InvalidRequest,),  # the driver has not created its tables yet
+        )
+
+    def drained(self, production: Production, timeout: float = 240) -> None:
+        """Production ended and the checkpoint holds Kafka's end offsets."""
+        production.wait(timeout)
+        ends = state.end_offsets(self.bootstrap, self.topic, 4)
+        wait_for(
+            lambda: state.committed(self.cassandra, self.keyspace, self.pipeline_id) == ends,
+            timeout=timeout,
+            what=f"the pipeline to commit the topic's end offsets {ends}",
+        )
+
+    def driver_pid(self) -> tuple[Any, int]:
+        (pod,) = [p for p in self.pipeline.live_pods() if p.status.phase == "Running"]
+        container = pod.status.container_statuses[0]
+        return pod, int(container.container_id.split("//")[1])
+
+
+@pytest.fixture
+def setup(
+    agent_stack: Layout,
+    core: Any,
+    operators: Operators,
+    pipeline: Pipeline,
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    spark_jars: tuple[Path, ...],
+    tmp_path: Path,
+) -> Iterator[Setup]:
+    pool = f"pool-{uuid.uuid4().hex[:6]}"
+    images = job_images(tmp_path, spark_jars)
+    with ExitStack() as stack:
+        agents = [
+            stack.enter_context(
+                private_agent(
+                    agent_stack, core, tmp_path, labels={"sluice.dev/pool": pool}, images=images
+                )
+            )
+            for _ in range(2)
+        ]
+        yield Setup(
+            layout=agent_stack,
+            kubectl=Kubectl(agent_stack),
+            operators=operators,
+            pipeline=pipeline,
+            agents=agents,
+            pool=pool,
+            bootstrap=kafka_bootstrap,
+            topic=kafka_topic(partitions=4),
+            contact=cassandra_contact,
+            keyspace=events_table,
+            cassandra=cassandra,
+        )
+        _delete_and_wait(pipeline)
+
+
+def _delete_and_wait(pipeline: Pipeline) -> None:
+    """Delete the pipeline while the operator still runs: its driver stops cleanly."""
+    if pipeline.get() is None:
+        return
+    pipeline.delete()
+    wait_for(lambda: pipeline.get() is None, timeout=120, what="the pipeline to be deleted")
+
+
+def test_applied_pipeline_flows_shows_its_progress_and_survives_three_driver_kills(
+    setup: Setup,
+) -> None:
+    factory, count = EventFactory(seed=61), 24_000
+    setup.operators.start()
+    applied = setup.kubectl.apply(setup.manifest("v1"))
+    assert f"streamingpipeline.{naming.GROUP}/{setup.pipeline.name} created" in applied
+    production = setup.produce(count, factory)
+
+    setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
+    setup.wait_commit_by(1)
+    wait_for(
+        lambda: (setup.pipeline.status().get("lastCommit") or {}).get("batchId"),
+        timeout=60,
+        what="status.lastCommit while the driver runs",
+    )
+    table = setup.kubectl("get", "streamingpipelines", "-n", setup.pipeline.namespace, "-o", "wide")
+    print(f"\n{table}")
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "PHASE", "EPOCH", "IMAGE", "LAST"]
+    assert row.split()[:4] == [setup.pipeline.name, "Running", "1", f"{JOB_IMAGE}:v1"]
+    setup.kubectl(
+        "wait",
+        f"streamingpipeline/{setup.pipeline.name}",
+        "-n",
+        setup.pipeline.namespace,
+        "--for=condition=Ready",
+        "--timeout=30s",
+    )
+
+    for kill in range(1, 4):
+        epoch = int(setup.pipeline.status()["epoch"])
+        setup.wait_commit_by(epoch)
+        _, pid = setup.driver_pid()
+        os.kill(pid, signal.SIGKILL)
+        setup.pipeline.wait_phase("Running", epoch=epoch + 1, timeout=180)
+        print(f"kill {kill}: driver of epoch {epoch} (pid {pid}) killed, epoch {epoch + 1} runs")
+    assert production.running, "the kills happened while events were being produced"
+
+    setup.drained(production)
+    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
+    print(report)
+    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+    status = setup.pipeline.status()
+    assert status["restarts"] == 3
+    assert status["phase"] == "Running"
+
+
+def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
+    setup: Setup,
+) -> None:
+    factory, count = EventFactory(seed=62), 15_000
+    setup.operators.start()
+    setup.kubectl.apply(setup.manifest("v1"))
+    production = setup.produce(count, factory)
+    setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
+    setup.wait_commit_by(1)
+    pod, zombie_pid = setup.driver_pid()
+    lost = next(a for a in setup.agents if a.node == pod.spec.node_name)
+    survivor = next(a for a in setup.agents if a is not lost)
+
+    partitioned = time.monotonic()
+    control.partition(setup.layout, lost.node, port=lost.port)
+    status = setup.pipeline.wait_phase("Running", epoch=2, timeout=180)
+    failover = time.monotonic() - partitioned
+    (new,) = [p for p in setup.pipeline.pods() if p.metadata.name == status["driverPod"]]
+    assert new.spec.node_name == survivor.node
+    assert production.running, "the node was lost while events were being produced"
+
+    def zombie_exit() -> tuple[int] | None:
+        for process in control.processes(setup.layout, port=lost.port):
+            if process["pod"] == pod.metadata.name and process["exit_code"] is not None:
+                return (int(process["exit_code"]),)
+        return None
+
+    (code,) = wait_for(zombie_exit, timeout=180, what="the zombie driver to exit")
+    assert code == 3, f"the zombie exited {code}, not 3 (fenced)"
+    assert not procs.pid_alive(zombie_pid)
+    claim = next(
+        c for c in state.claims(setup.cassandra, setup.keyspace, setup.pipeline_id) if c.epoch == 2
+    )
+    zombie_batches = [
+        row.batch_id
+        for row in state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
+        if row.epoch == 1
+    ]
+    assert zombie_batches, "the first driver committed before the partition"
+    assert max(zombie_batches) <= claim.batch_id_at_claim, "no commit by the zombie after the claim"
+    print(
+        f"\nfailover (partition -> epoch 2 Running): {failover:.1f}s; zombie exited {code} "
+        f"after its last batch {max(zombie_batches)} (claim at batch {claim.batch_id_at_claim})"
+    )
+
+    control.heal(setup.layout, lost.node, port=lost.port)
+    setup.drained(production)
+    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
+    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+
+
+def test_code_upgrade_with_the_operator_killed_halfway_resumes_on_v2_at_the_next_offset(
+    setup: Setup,
+) -> None:
+    factory, count = EventFactory(seed=63), 15_000
+    first = setup.operators.start()
+    setup.kubectl.apply(setup.manifest("v1"))
+    production = setup.produce(count, factory)
+    setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
+    setup.wait_commit_by(1)
+
+    changed = time.monotonic()
+    configured = setup.kubectl.apply(setup.manifest("v2"))
+    assert "configured" in configured
+    setup.pipeline.wait_phase("Upgrading", timeout=60)
+    first.stop(signal.SIGKILL)
+
+    def released_by_v1() -> bool:
+        row = state.checkpoint_row(setup.cassandra, setup.keyspace, setup.pipeline_id)
+        return bool(row is not None and row.released and row.epoch == 1)
+
+    wait_for(
+        released_by_v1,
+        timeout=120,
+        what="the v1 driver to finish its batch, commit and release the pipeline (operator down)",
+    )
+    setup.operators.start()
+    status = setup.pipeline.wait_phase("Running", epoch=2, timeout=180)
+    gap = time.monotonic() - changed
+    assert status["image"] == f"{JOB_IMAGE}:v2"
+    assert status["restarts"] == 0
+    assert production.running, "the upgrade happened while events were being produced"
+
+    setup.drained(production)
+    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
+    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+    history = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
+    versions = [row.code_version for row in history]
+    switch = versions.index(f"{JOB_IMAGE}:v2")
+    assert set(versions[:switch]) == {f"{JOB_IMAGE}:v1"}
+    assert set(versions[switch:]) == {f"{JOB_IMAGE}:v2"}, "no v1 batch after the first v2 one"
+    assert {row.epoch for row in history[switch:]} == {2}
+    rows = state.events(setup.cassandra, setup.keyspace)
+    written_by = batch_tags(setup.cassandra, setup.keyspace, setup.pipeline_id)
+    assert len(written_by) == count
+    mismatched = [
+        event_id
+        for event_id, version in written_by.items()
+        if rows[event_id].tag != version.rsplit(":", 1)[1]
+    ]
+    assert mismatched == [], "every row carries the output of the code of its batch"
+    v2_rows = sum(1 for version in written_by.values() if version.endswith(":v2"))
+    print(
+        f"\nupgrade (apply v2 -> epoch 2 Running, operator killed meanwhile): {gap:.1f}s; "
+        f"{count - v2_rows} rows by v1, {v2_rows} by v2, switch at batch {history[switch].batch_id}"
+    )
+    assert 0 < v2_rows < count

@@ -1,0 +1,193 @@
+"""End-to-end helpers: job images whose pods run the real driver on the node agent,
+``kubectl`` as a user runs it, a steady producer in the background, and the checks
+a user makes afterwards (every record in the sink once, batches without overlap)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice_dev.events import EventFactory
+from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
+from sluice_dev.paths import REPO_ROOT
+from sluice_dev.produce import produce
+from sluice_operator import naming
+from tests.support import expected, state
+
+IMAGES_ROOT = REPO_ROOT / "tests" / "e2e" / "images"
+JOB_IMAGE = "sluice-e2e/job"
+ENTRYPOINT = "sluice_e2e:transform"
+
+
+def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
+    """``sluice-e2e/job:v1`` and ``:v2`` as code roots: their transform module and an
+    ``image.env`` saying where the image keeps Spark's Kafka jars."""
+    roots: dict[str, Path] = {}
+    for version in ("v1", "v2"):
+        root = workdir / "images" / version
+        shutil.copytree(IMAGES_ROOT / version, root, dirs_exist_ok=True)
+        jar_list = ",".join(str(j) for j in jars)
+        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\n")
+        roots[f"{JOB_IMAGE}:{version}"] = root
+    return roots
+
+
+def manifest(
+    name: str,
+    namespace: str,
+    *,
+    image: str,
+    bootstrap: str,
+    topic: str,
+    contact: str,
+    keyspace: str,
+    pool: str,
+    toleration: str,
+) -> dict[str, Any]:
+    """A StreamingPipeline of the e2e job: one row per event into ``keyspace.events``."""
+    return {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": naming.KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": image,
+            "source": {
+                "kafka": {
+                    "bootstrapServers": bootstrap,
+                    "topics": [topic],
+                    "maxRecordsPerPartition": 2_000,
+                }
+            },
+            "transform": {"entrypoint": ENTRYPOINT},
+            "sink": {
+                "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
+            },
+            "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
+            "trigger": {"intervalSeconds": 1},
+            "spark": {
+                "driver": {
+                    "cores": 1,
+                    "memory": "768m",
+                    "nodeSelector": {"sluice.dev/pool": pool},
+                    "tolerations": [{"key": toleration, "operator": "Exists"}],
+                },
+                "executors": {"instances": 0},
+            },
+            "upgrade": {"stopTimeoutSeconds": 60},
+            "failover": {"nodeLostSeconds": 5},
+            "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
+        },
+    }
+
+
+@dataclass
+class Production:
+    """Produces ``count`` events at ``rate`` per second in a background thread."""
+
+    bootstrap: str
+    topic: str
+    count: int
+    rate: float
+    factory: EventFactory = field(default_factory=EventFactory)
+    produced: int = 0
+    error: BaseException | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Production:
+        self._thread = threading.Thread(target=self._run, name="e2e-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.produced = produce(
+                self.bootstrap, self.topic, self.count, rate=self.rate, factory=self.factory
+            )
+        except BaseException as err:  # reported by wait()
+            self.error = err
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float) -> int:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"producer still running after {timeout}s")
+        if self.error is not None:
+            raise AssertionError(f"producer failed: {self.error}") from self.error
+        return self.produced
+
+
+@dataclass(frozen=True)
+class SinkReport:
+    records_in: int
+    in_sink: int
+    missing: int
+    duplicates: int
+    wrong: int
+    """Rows whose content is not what the transform makes of their event."""
+
+
+def sink_report(
+    session: Any, keyspace: str, pipeline_id: str, factory: EventFactory, count: int
+) -> SinkReport:
+    """Compare the sink with the ``count`` events produced: every event once, with the
+    right content; ``duplicates`` counts records covered by more than one committed
+    batch (the sink's key would hide them, the checkpoint history does not)."""
+    rows = state.events(session, keyspace)
+    missing = wrong = 0
+    for seq in range(count):
+        want = expected.event_row(factory, seq)
+        row = rows.get(want[0])
+        if row is None:
+            missing += 1
+            continue
+        action = want[3].upper() if row.tag == "v2" else want[3]
+        got = (row.event_id, row.seq, row.page, row.action, row.user_id, row.event_time)
+        if got != (*want[:3], action, *want[4:]):
+            wrong += 1
+    return SinkReport(count, len(rows), missing, overlaps(session, keyspace, pipeline_id), wrong)
+
+
+def overlaps(session: Any, keyspace: str, pipeline_id: str) -> int:
+    """Offsets covered by more than one committed batch, over all partitions."""
+    seen: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for row in state.history(session, keyspace, pipeline_id):
+        for topic, parts in json.loads(row.ranges).items():
+            for partition, (start, end) in parts.items():
+                seen.setdefault((topic, int(partition)), []).append((int(start), int(end)))
+    total = 0
+    for ranges in seen.values():
+        ranges.sort()
+        for (_, end), (start, _) in itertools.pairwise(ranges):
+            total += max(0, end - start)
+    return total
+
+
+def batch_tags(session: Any, keyspace: str, pipeline_id: str) -> dict[str, str]:
+    """Event id -> the code version of the committed batch whose ranges hold it."""
+    owners: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+    for row in state.history(session, keyspace, pipeline_id):
+        for topic, parts in json.loads(row.ranges).items():
+            for partition, (start, end) in parts.items():
+                owners.setdefault((topic, int(partition)), []).append(
+                    (int(start), int(end), str(row.code_version))
+                )
+    for ranges in owners.values():
+        ranges.sort()
+    tags: dict[str, str] = {}
+    for row in state.events(session, keyspace).values():
+        ranges = owners.get((row.source_topic, row.source_partition), [])
+        at = bisect.bisect_right(ranges, (row.source_offset, 2**63, "")) - 1
+        if at >= 0 and ranges[at][0] <= row.source_offset < ranges[at][1]:
+            tags[row.event_id] = ranges[at][2]
+    return tags
