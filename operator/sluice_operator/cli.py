@@ -56,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     leading = threading.Event()
     if args.http_port:
         _serve_http(args.http_host, args.http_port, leading)
+    election = None
     if args.no_leader_election:
         leading.set()
     else:
@@ -64,11 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         election = LeaderElection(kube.api, args.lease_namespace)
         election.acquire()
         leading.set()
-    kopf.run(
-        standalone=True,
-        clusterwide=bool(args.all_namespaces or not args.namespace),
-        namespaces=args.namespace or (),
-    )
+    try:
+        kopf.run(
+            standalone=True,
+            clusterwide=bool(args.all_namespaces or not args.namespace),
+            namespaces=args.namespace or (),
+        )
+    finally:
+        if election is not None:
+            election.release()
     return 0
 
 

@@ -5,7 +5,8 @@ The holder renews every ``renew`` seconds; a Lease not renewed for ``duration``
 seconds may be taken over. Taking and renewing use the Lease's resourceVersion
 (optimistic concurrency), so two replicas can never both hold it. A holder that
 cannot renew within ``duration`` stops the process: better a restart than two
-operators acting at once.
+operators acting at once. A holder that stops (SIGTERM) releases the Lease, so a
+standby takes over at once rather than after ``duration`` seconds.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class LeaderElection:
         self.duration, self.renew = duration, renew
         self.identity = f"{socket.gethostname()}-{os.getpid()}"
         self.leading = threading.Event()
+        self._stopping = threading.Event()
 
     def acquire(self) -> None:
         """Block until this replica holds the Lease, then keep renewing it."""
@@ -48,10 +50,26 @@ class LeaderElection:
         LOG.info("leading as %s", self.identity)
         threading.Thread(target=self._keep, name="lease-renewal", daemon=True).start()
 
+    def release(self) -> None:
+        """Stop renewing and hand the Lease back (holder cleared) if this replica holds it."""
+        self._stopping.set()
+        if not self.leading.is_set():
+            return
+        try:
+            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec.holder_identity = None
+            lease.spec.renew_time = None
+            lease.spec.acquire_time = None
+            self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
+            LOG.info("released lease %s/%s", self.namespace, self.name)
+        except ApiException as err:  # it expires by itself after ``duration``
+            LOG.warning("lease release failed: %s %s", err.status, err.reason)
+
     def _keep(self) -> None:
         last = time.monotonic()
-        while True:
-            time.sleep(self.renew)
+        while not self._stopping.wait(self.renew):
             try:
                 if self._try():
                     last = time.monotonic()

@@ -129,6 +129,25 @@ def test_two_operator_replicas_keep_one_driver(operators: Operators, pipeline: P
     assert len(pipeline.live_pods()) == 1
 
 
+def test_a_stopped_leader_hands_the_lease_to_the_standby_at_once(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    replicas = [operators.start(leader_election=True) for _ in range(2)]
+    leader = wait_for(
+        lambda: next((r for r in replicas if _ready(r.http_port)), None),
+        timeout=60,
+        what="one replica to lead",
+    )
+    standby = next(r for r in replicas if r is not leader)
+    assert not _ready(standby.http_port)
+    leader.stop(signal.SIGTERM)
+    assert leader.process.returncode == 0
+    # Well within the Lease's 15 s duration: the leader released it on its way out.
+    wait_for(lambda: _ready(standby.http_port), timeout=8, what="the standby to lead")
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1, timeout=60)
+
+
 def _ready(port: int) -> bool:
     import urllib.error
     import urllib.request
