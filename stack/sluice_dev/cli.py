@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="print export lines for clients").set_defaults(run=_env)
 
     cmd = sub.add_parser("logs", help="show a server's log")
-    cmd.add_argument("server", choices=[s.name for s in registry.SERVERS])
+    cmd.add_argument("server", choices=[*(s.name for s in registry.SERVERS), "demo-operator"])
     cmd.add_argument("-n", "--lines", type=int, default=50)
     cmd.add_argument("-f", "--follow", action="store_true")
     cmd.set_defaults(run=_logs)

@@ -289,6 +289,7 @@ class Producer:
                 rate=self.rate,
                 factory=self.factory,
                 progress=progress,
+                progress_every=100,
             )
         except BaseException as err:  # reported by wait()
             self.error = err

@@ -24,6 +24,7 @@ def produce(
     rate: float | None = None,
     factory: EventFactory | None = None,
     progress: Callable[[int], None] | None = None,
+    progress_every: int = 10_000,
 ) -> int:
     """Produce records ``start .. start+count-1``; returns how many were delivered."""
     factory = factory or EventFactory()
@@ -44,7 +45,7 @@ def produce(
             except BufferError:
                 producer.poll(0.1)
         producer.poll(0)
-        if progress and (i + 1) % 10_000 == 0:
+        if progress and (i + 1) % progress_every == 0:
             progress(i + 1)
     deliveries.confirm(producer)
     return count
