@@ -20,7 +20,6 @@ import copy
 import json
 import os
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -37,7 +36,7 @@ from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent import control
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT, Layout
-from sluice_dev.produce import ensure_topic, produce
+from sluice_dev.produce import Background, ensure_topic
 from sluice_dev.servers import kube, nodeagent
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
@@ -113,7 +112,7 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {IMAGE}:v1)")
     manifest = localized(_example(), topic, dead_letters, f"{IMAGE}:v1")
     print(kubectl.apply(manifest).rstrip(), flush=True)
-    producer = Producer(topic, events, rate, factory).start()
+    producer = Background(BOOTSTRAP, topic, events, rate, factory).start()
     say(f"    producing {events:,} events at {rate:.0f}/s in the background")
     watch = Watch(kubectl, cassandra, producer)
     status = watch.until(lambda s: _running(s, 1), "the first driver Running", timeout=240)
@@ -264,42 +263,6 @@ def _register_images(layout: Layout) -> None:
         nodeagent.register_image(layout, f"{IMAGE}:{version}", root)
 
 
-class Producer:
-    """The event stream of the demo, in a background thread."""
-
-    def __init__(self, topic: str, count: int, rate: float, factory: EventFactory) -> None:
-        self.topic, self.count, self.rate, self.factory = topic, count, rate, factory
-        self.produced = 0
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
-
-    def start(self) -> Producer:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        def progress(n: int) -> None:
-            self.produced = n
-
-        try:
-            self.produced = produce(
-                BOOTSTRAP,
-                self.topic,
-                self.count,
-                rate=self.rate,
-                factory=self.factory,
-                progress=progress,
-                progress_every=100,
-            )
-        except BaseException as err:  # reported by wait()
-            self.error = err
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self.error is not None:
-            raise stack.StackError(f"the producer failed: {self.error}")
-
-
 class Cassandra:
     def __init__(self) -> None:
         from cassandra.cluster import Cluster
@@ -347,7 +310,7 @@ class Cassandra:
 class Watch:
     """Waits on the pipeline's status, printing progress every few seconds."""
 
-    def __init__(self, kubectl: Kubectl, cassandra: Cassandra, producer: Producer) -> None:
+    def __init__(self, kubectl: Kubectl, cassandra: Cassandra, producer: Background) -> None:
         self.kubectl, self.cassandra, self.producer = kubectl, cassandra, producer
         self.last_print = 0.0
 

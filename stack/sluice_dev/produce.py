@@ -7,6 +7,7 @@ exactly once; partitions follow the record key.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -101,3 +102,51 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
             return True
         time.sleep(0.2)
     raise KafkaException(f"topic {topic} has no leader for every partition after {timeout}s")
+
+
+class Background:
+    """``count`` events at ``rate`` per second, produced in a thread: the steady stream
+    of the demo and the end-to-end tests. ``produced`` moves every 100 events."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, count: int, rate: float, factory: EventFactory
+    ) -> None:
+        self.bootstrap, self.topic, self.count, self.rate = bootstrap, topic, count, rate
+        self.factory = factory
+        self.produced = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def start(self) -> Background:
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Until every event is delivered; raises if the producer failed or is late."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"still producing to {self.topic} after {timeout}s")
+        if self.error is not None:
+            raise KafkaException(f"producing to {self.topic} failed: {self.error}")
+        return self.produced
+
+    def _run(self) -> None:
+        def progress(done: int) -> None:
+            self.produced = done
+
+        try:
+            self.produced = produce(
+                self.bootstrap,
+                self.topic,
+                self.count,
+                rate=self.rate,
+                factory=self.factory,
+                progress=progress,
+                progress_every=100,
+            )
+        except BaseException as err:  # raised again by wait()
+            self.error = err

@@ -31,12 +31,12 @@ from sluice_dev.events import EventFactory
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent import control
 from sluice_dev.paths import Layout
+from sluice_dev.produce import Background
 from sluice_operator import naming
 from tests.support import state
 from tests.support.agents import ISOLATION_TAINT, PrivateAgent, private_agent
 from tests.support.e2e import (
     JOB_IMAGE,
-    Production,
     SinkReport,
     batch_tags,
     job_images,
@@ -83,8 +83,8 @@ class Setup:
             toleration=ISOLATION_TAINT,
         )
 
-    def produce(self, count: int, factory: EventFactory) -> Production:
-        return Production(self.bootstrap, self.topic, count, RATE, factory).start()
+    def produce(self, count: int, factory: EventFactory) -> Background:
+        return Background(self.bootstrap, self.topic, count, RATE, factory).start()
 
     def wait_commit_by(self, epoch: int, timeout: float = 180) -> None:
         """Until a batch committed by the driver of ``epoch`` is in the history."""
@@ -98,7 +98,7 @@ class Setup:
             ignoring=(InvalidRequest,),  # the driver has not created its tables yet
         )
 
-    def drained(self, production: Production, timeout: float = 240) -> None:
+    def drained(self, production: Background, timeout: float = 240) -> None:
         """Production ended and the checkpoint holds Kafka's end offsets."""
         production.wait(timeout)
         ends = state.end_offsets(self.bootstrap, self.topic, 4)

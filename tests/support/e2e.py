@@ -8,16 +8,14 @@ import bisect
 import itertools
 import json
 import shutil
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT
-from sluice_dev.produce import produce
 from sluice_operator import naming
 from tests.support import expected, state
 
@@ -85,46 +83,6 @@ def manifest(
             "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
         },
     }
-
-
-@dataclass
-class Production:
-    """Produces ``count`` events at ``rate`` per second in a background thread."""
-
-    bootstrap: str
-    topic: str
-    count: int
-    rate: float
-    factory: EventFactory = field(default_factory=EventFactory)
-    produced: int = 0
-    error: BaseException | None = None
-    _thread: threading.Thread | None = None
-
-    def start(self) -> Production:
-        self._thread = threading.Thread(target=self._run, name="e2e-producer", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            self.produced = produce(
-                self.bootstrap, self.topic, self.count, rate=self.rate, factory=self.factory
-            )
-        except BaseException as err:  # reported by wait()
-            self.error = err
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def wait(self, timeout: float) -> int:
-        assert self._thread is not None
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise AssertionError(f"producer still running after {timeout}s")
-        if self.error is not None:
-            raise AssertionError(f"producer failed: {self.error}") from self.error
-        return self.produced
 
 
 @dataclass(frozen=True)
