@@ -47,7 +47,14 @@ UNCERTAIN = (WriteTimeout, OperationTimedOut, NoHostAvailable)
 
 
 class FencedError(Exception):
-    """A driver with a newer epoch owns the pipeline; this one must exit (code 3)."""
+    """A driver with a newer epoch owns the pipeline; this one must exit (code 3).
+    ``held_by`` is the epoch that holds it, when known: the operator starts its next
+    driver above it (a pipeline re-created under the same name finds the checkpoint
+    of its earlier life, whose epochs its new status does not know)."""
+
+    def __init__(self, message: str, held_by: int | None = None) -> None:
+        super().__init__(message)
+        self.held_by = held_by
 
 
 class CheckpointError(Exception):
@@ -152,7 +159,8 @@ class CheckpointStore:
                 current = update.one()
                 raise FencedError(
                     f"pipeline {self.pipeline} is held by epoch {current.epoch} "
-                    f"(this driver has epoch {epoch})"
+                    f"(this driver has epoch {epoch})",
+                    held_by=int(current.epoch),
                 )
         checkpoint = self.load(serial=True)
         if checkpoint.owner != self.owner:
@@ -257,7 +265,8 @@ class CheckpointStore:
         if current.owner != self.owner or current.epoch != self._epoch:
             raise FencedError(
                 f"commit of batch {batch_id} refused: pipeline {self.pipeline} is now held "
-                f"by epoch {current.epoch} (this driver has epoch {self._epoch})"
+                f"by epoch {current.epoch} (this driver has epoch {self._epoch})",
+                held_by=current.epoch,
             )
         raise CheckpointError(
             f"batch {batch_id} not applied: the stored batch id is {current.batch_id}, "

@@ -7,6 +7,7 @@ naming the dependency or field, see ``exitcodes``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -37,7 +38,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     try:
         return _run(cfg, stop, progress)
     except FencedError as err:
-        return _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
+        fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
+        return dataclasses.replace(fenced, held_by_epoch=err.held_by)
     except transform.EntrypointError as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:

@@ -25,6 +25,8 @@ class Termination:
     last_batch_id: int | None = None
     epoch: int | None = None
     positions: dict[TopicPartition, int] = field(default_factory=dict)
+    held_by_epoch: int | None = None
+    """For a fenced driver: the epoch holding the pipeline (the operator starts above)."""
 
     def to_json(self) -> str:
         document: dict[str, Any] = {
@@ -35,6 +37,8 @@ class Termination:
             "epoch": self.epoch,
             "offsets": offsets.to_json(self.positions),
         }
+        if self.held_by_epoch is not None:
+            document["heldByEpoch"] = self.held_by_epoch
         text = json.dumps(document)
         if len(text.encode()) > LIMIT:
             document["offsets"] = None

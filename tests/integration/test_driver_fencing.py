@@ -74,6 +74,7 @@ class Scenario:
 
     def assert_fenced_and_b_owns_everything_after_its_claim(self, a: DriverRun) -> None:
         assert a.message()["reason"] == "Fenced"
+        assert a.message()["heldByEpoch"] == 2, "the operator starts its next driver above it"
         owner_a, claim_b = self.claim(1).owner, self.claim(2)
         history = state.history(self.session, self.keyspace, self.pipeline_id)
         late = [
@@ -132,6 +133,11 @@ def test_older_driver_cannot_commit_after_a_newer_claim(scenario: Scenario) -> N
     assert a.wait(240) == 3
     scenario.drain_and_stop(b)
     scenario.assert_fenced_and_b_owns_everything_after_its_claim(a)
+    # A pipeline re-created under its old name starts again at epoch 1: its first
+    # driver cannot claim, and says which epoch holds the checkpoint.
+    again = scenario.driver.start(scenario.spec_b, epoch=1)
+    assert again.wait(240) == 3
+    assert again.message()["heldByEpoch"] == 2
 
 
 def test_frozen_driver_resumed_after_a_newer_claim_writes_late_and_loses(
