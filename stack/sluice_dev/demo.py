@@ -107,7 +107,7 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     ensure_topic(BOOTSTRAP, topic, 4)
     ensure_topic(BOOTSTRAP, dead_letters, 1)
     cassandra = Cassandra()
-    cassandra.schema()
+    cassandra.reset()
 
     say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {IMAGE}:v1)")
     manifest = localized(_example(), topic, dead_letters, f"{IMAGE}:v1")
@@ -115,8 +115,10 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     producer = Background(BOOTSTRAP, topic, events, rate, factory).start()
     say(f"    producing {events:,} events at {rate:.0f}/s in the background")
     watch = Watch(kubectl, cassandra, producer)
-    status = watch.until(lambda s: _running(s, 1), "the first driver Running", timeout=240)
-    watch.until(lambda s: (s.get("lastCommit") or {}).get("batchId", 0) >= 3, "commits", 120)
+    watch.until(lambda s: _running(s, 1), "the first driver Running", timeout=240)
+    status = watch.until(
+        lambda s: (s.get("lastCommit") or {}).get("batchId", 0) >= 3, "commits", 120
+    )
 
     summary = Summary(records_in=events)
     say("6/8 forced node failure: partitioning the driver's node")
@@ -271,11 +273,15 @@ class Cassandra:
         self.cluster = Cluster([host], port=int(port))
         self.session = self.cluster.connect()
 
-    def schema(self) -> None:
+    def reset(self) -> None:
+        """The KPI table, empty, and no checkpoint of an earlier demo run: a pipeline
+        re-created under the same name would otherwise resume from it."""
         cql = SCHEMA.read_text().replace("analytics", KEYSPACE)
         for statement in filter(None, (s.strip() for s in _strip_comments(cql).split(";"))):
             self.session.execute(statement, timeout=60)
         self.session.execute(f"TRUNCATE {KEYSPACE}.page_kpis", timeout=60)
+        for table in ("checkpoints", "batches", "claims"):
+            self.session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{table}", timeout=60)
 
     def kpis(self) -> Counter[tuple[str, int]]:
         rows = self.session.execute(
