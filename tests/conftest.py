@@ -370,3 +370,26 @@ def driver(
     harness = Driver(tmp_path, unique_name("p")[:50], spark_jars=spark_jars)
     yield harness
     harness.stop_all()
+
+
+# -- tools built by the stack -------------------------------------------------------
+
+
+def _provisioned(path: Path) -> Path:
+    if not path.is_file():
+        pytest.fail(f"{path.name} is not provisioned at {path}: run `make provision`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def helm_binary(layout: Layout) -> Path:
+    from sluice_dev.servers import tools
+
+    return _provisioned(tools.helm(layout))
+
+
+@pytest.fixture(scope="session")
+def promtool(layout: Layout) -> Path:
+    from sluice_dev.servers import tools
+
+    return _provisioned(tools.promtool(layout))

@@ -34,7 +34,7 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from sluice_dev.paths import REPO_ROOT, Layout
-from sluice_dev.servers import kube, nodeagent, tools
+from sluice_dev.servers import kube, nodeagent
 from sluice_operator import crd, naming
 from tests.support.agents import free_port
 from tests.support.operator import Pipeline, standin_spec
@@ -45,14 +45,6 @@ pytestmark = pytest.mark.integration
 CHART = REPO_ROOT / "charts" / "sluice"
 OPERATOR_IMAGE = "sluice-test/operator"
 OPERATOR_ROOT = REPO_ROOT / "operator"
-
-
-@pytest.fixture(scope="module")
-def helm_binary() -> Path:
-    path = tools.helm(Layout.from_env())
-    if not path.is_file():
-        pytest.fail(f"helm is not provisioned at {path}: run `make provision`")
-    return path
 
 
 @pytest.fixture

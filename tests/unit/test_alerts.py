@@ -17,8 +17,7 @@ from prometheus_client import REGISTRY
 
 import sluice_job.metrics  # noqa: F401  (defines the driver's series in REGISTRY)
 import sluice_operator.metrics  # noqa: F401  (defines the operator's series)
-from sluice_dev.paths import REPO_ROOT, Layout
-from sluice_dev.servers import tools
+from sluice_dev.paths import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
@@ -35,14 +34,6 @@ EXPECTED = {
     "SluiceUpgradeStuck",
     "SluiceOperatorDown",
 }
-
-
-@pytest.fixture(scope="module")
-def promtool() -> Path:
-    path = tools.promtool(Layout.from_env())
-    if not path.is_file():
-        pytest.fail(f"promtool is not provisioned at {path}: run `make provision`")
-    return path
 
 
 def alerts() -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sluice_dev.paths import REPO_ROOT, Layout
-from sluice_dev.servers import tools
+from sluice_dev.paths import REPO_ROOT
 from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
@@ -28,17 +27,9 @@ Render = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
-def helm() -> Path:
-    path = tools.helm(Layout.from_env())
-    if not path.is_file():
-        pytest.fail(f"helm is not provisioned at {path}: run `make provision`")
-    return path
-
-
-@pytest.fixture(scope="module")
-def render(helm: Path) -> Render:
+def render(helm_binary: Path) -> Render:
     def run(*values: str, files: Iterable[Path] = ()) -> list[dict[str, Any]]:
-        argv = [str(helm), "template", "rel", str(CHART), "--namespace", "sluice-system"]
+        argv = [str(helm_binary), "template", "rel", str(CHART), "--namespace", "sluice-system"]
         argv += [f"--values={f}" for f in files]
         argv += [f"--set={v}" for v in values]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -58,8 +49,8 @@ def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[
 
 
 @pytest.mark.parametrize("scenario", [None, *SCENARIOS], ids=lambda s: s.name if s else "default")
-def test_helm_lint_is_clean(helm: Path, scenario: Path | None) -> None:
-    argv = [str(helm), "lint", "--strict", str(CHART)]
+def test_helm_lint_is_clean(helm_binary: Path, scenario: Path | None) -> None:
+    argv = [str(helm_binary), "lint", "--strict", str(CHART)]
     if scenario is not None:
         argv.append(f"--values={scenario}")
     linted = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -102,10 +93,10 @@ def test_every_value_has_a_comment_and_a_schema_entry() -> None:
     assert not unknown, f"values.yaml keys missing from values.schema.json: {unknown}"
 
 
-def test_the_schema_rejects_a_misspelt_or_mistyped_value(helm: Path) -> None:
+def test_the_schema_rejects_a_misspelt_or_mistyped_value(helm_binary: Path) -> None:
     for bad in ("replicas=3", "replicaCount=zero", "watchNamespaces[0]=Not_A_Namespace"):
         done = subprocess.run(
-            [str(helm), "template", "rel", str(CHART), f"--set={bad}"],
+            [str(helm_binary), "template", "rel", str(CHART), f"--set={bad}"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -115,9 +106,9 @@ def test_the_schema_rejects_a_misspelt_or_mistyped_value(helm: Path) -> None:
         assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
 
 
-def test_more_than_one_replica_without_leader_election_is_refused(helm: Path) -> None:
+def test_more_than_one_replica_without_leader_election_is_refused(helm_binary: Path) -> None:
     done = subprocess.run(
-        [str(helm), "template", "rel", str(CHART), "--set=leaderElection.enabled=false"],
+        [str(helm_binary), "template", "rel", str(CHART), "--set=leaderElection.enabled=false"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sluice_job.spec import PipelineSpec
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, RemovePod, StopPod, WriteStatus
 from sluice_operator.decide import decide
 from sluice_operator.model import (
     LastCommit,
     NodeView,
-    Observed,
     Phase,
     PodPhase,
     PodView,
@@ -24,40 +22,9 @@ from sluice_operator.model import (
     StopReason,
 )
 from sluice_operator.progress import DriverProgress
+from tests.support.observations import NOW, observed, spec
 
 pytestmark = pytest.mark.unit
-NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-SPEC: dict[str, Any] = {
-    "image": "sluice-job:v1",
-    "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
-    "transform": {"entrypoint": "sluice_job.examples.kpi:transform"},
-    "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "a", "table": "t"}},
-    "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
-    "failover": {"nodeLostSeconds": 30},
-    "restart": {"backoffSeconds": 10, "maxBackoffSeconds": 60, "maxFailures": 3},
-}
-
-
-def spec(**changes_: Any) -> PipelineSpec:
-    return PipelineSpec.model_validate({**SPEC, **changes_})
-
-
-def observed(status: Status, pods: tuple[PodView, ...] = (), **kw: Any) -> Observed:
-    values: dict[str, Any] = {
-        "name": "kpis",
-        "namespace": "ns",
-        "uid": "u1",
-        "generation": 1,
-        "spec": spec(),
-        "spec_error": None,
-        "status": status,
-        "pods": pods,
-        "nodes": {"n1": NodeView("n1", True), "n2": NodeView("n2", True)},
-        "deleting": False,
-        "now": NOW,
-    }
-    values.update(kw)
-    return Observed(**values)
 
 
 def running(epoch: int = 4, node: str = "n1") -> tuple[Status, PodView]:

@@ -7,29 +7,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from sluice_job.spec import PipelineSpec
 from sluice_operator import metrics, naming
 from sluice_operator.actions import Decision
 from sluice_operator.decide import decide
 from sluice_operator.model import Observed, Phase, PodPhase, PodView, Status
+from tests.support.observations import NOW, observed
 
 pytestmark = pytest.mark.unit
-NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-SPEC: dict[str, Any] = {
-    "image": "sluice-job:v1",
-    "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
-    "transform": {"entrypoint": "sluice_job.examples.kpi:transform"},
-    "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "a", "table": "t"}},
-    "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
-    "trigger": {"intervalSeconds": 7},
-    "restart": {"backoffSeconds": 10, "maxBackoffSeconds": 60, "maxFailures": 3},
-}
 
 
 def value(name: str, **labels: str) -> float | None:
@@ -45,19 +34,7 @@ class Pipeline:
         self.status = Status()
 
     def observe(self, *pods: PodView, deleting: bool = False) -> Observed:
-        return Observed(
-            name="kpis",
-            namespace=self.namespace,
-            uid="u1",
-            generation=1,
-            spec=PipelineSpec.model_validate(SPEC),
-            spec_error=None,
-            status=self.status,
-            pods=pods,
-            nodes={},
-            deleting=deleting,
-            now=NOW,
-        )
+        return observed(self.status, pods, namespace=self.namespace, nodes={}, deleting=deleting)
 
     def reconcile(self, *pods: PodView, deleting: bool = False) -> Decision:
         """What ``reconcile`` does, minus the API: decide, then record."""

@@ -1,0 +1,45 @@
+"""Hand-made observations of one pipeline, for the operator's pure logic (its
+lifecycle rules and the metrics recorded from them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sluice_job.spec import PipelineSpec
+from sluice_operator.model import NodeView, Observed, PodView, Status
+
+NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+SPEC: dict[str, Any] = {
+    "image": "sluice-job:v1",
+    "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
+    "transform": {"entrypoint": "sluice_job.examples.kpi:transform"},
+    "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "a", "table": "t"}},
+    "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+    "trigger": {"intervalSeconds": 7},
+    "failover": {"nodeLostSeconds": 30},
+    "restart": {"backoffSeconds": 10, "maxBackoffSeconds": 60, "maxFailures": 3},
+}
+
+
+def spec(**changes_: Any) -> PipelineSpec:
+    return PipelineSpec.model_validate({**SPEC, **changes_})
+
+
+def observed(status: Status, pods: tuple[PodView, ...] = (), **kw: Any) -> Observed:
+    """Pipeline ``ns/kpis`` with ``SPEC`` at ``NOW`` on two Ready nodes; ``kw`` overrides."""
+    values: dict[str, Any] = {
+        "name": "kpis",
+        "namespace": "ns",
+        "uid": "u1",
+        "generation": 1,
+        "spec": spec(),
+        "spec_error": None,
+        "status": status,
+        "pods": pods,
+        "nodes": {"n1": NodeView("n1", True), "n2": NodeView("n2", True)},
+        "deleting": False,
+        "now": NOW,
+    }
+    values.update(kw)
+    return Observed(**values)
