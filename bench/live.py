@@ -23,10 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cassandra.cluster import Session
-from confluent_kafka import Producer
 
 from sluice_dev.events import EventFactory
-from sluice_dev.produce import idempotent_producer
+from sluice_dev.produce import idempotent_producer, send
 
 CHUNK = 100
 """Probes per ``IN`` query."""
@@ -148,25 +147,10 @@ def produce_paced(
             if probe:
                 probes += 1
                 on_probe(str(event["event_id"]), time.monotonic())
-            _send(producer, topic, f"k-{seq}".encode(), json.dumps(event).encode(), delivered)
+            send(producer, topic, f"k-{seq}".encode(), json.dumps(event).encode(), delivered)
         sent = due
         producer.poll(0)
         time.sleep(0.002)
     elapsed = time.monotonic() - began
     deliveries.confirm(producer)
     return Produced(sent, probes, elapsed)
-
-
-def _send(
-    producer: Producer,
-    topic: str,
-    key: bytes,
-    value: bytes,
-    delivered: Callable[[object, object], None],
-) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, on_delivery=delivered)
-            return
-        except BufferError:
-            producer.poll(0.05)

@@ -39,17 +39,28 @@ def produce(
             if ahead > 0:
                 time.sleep(ahead)
         key, value = factory.record(start + i)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        send(producer, topic, key, value, delivered)
         producer.poll(0)
         if progress and (i + 1) % progress_every == 0:
             progress(i + 1)
     deliveries.confirm(producer)
     return count
+
+
+def send(
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes,
+    delivered: Callable[[object, object], None],
+) -> None:
+    """Hand one record to the producer, waiting for room while its queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=delivered)
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 class Deliveries:
