@@ -3,7 +3,9 @@
 An artifact lives in ``<cache>/<name>-<version>-<recipe hash>/`` and is complete when
 the file ``.complete`` exists there; a half-finished build is redone, a complete one
 is never touched again. The recipe hash covers the files the build reads (a pom, a
-go.mod and go.sum), so editing them builds afresh instead of reusing a stale copy.
+go.mod and go.sum) and the build's own settings (for a Go build: the Go version, the
+build flags and tags), so changing any of them builds afresh instead of reusing a
+stale copy.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sluice_dev.paths import Layout
 
 COMPLETE = ".complete"
+
+
+def _no_settings() -> Sequence[str]:
+    return ()
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,12 @@ class Artifact:
     build: Callable[[Path], None]
     recipe: tuple[Path, ...] = ()
     """Files the build reads; their content is part of the cache key."""
+    settings: Callable[[], Sequence[str]] = _no_settings
+    """The build's settings (toolchain version, flags); part of the cache key."""
+    prefetch: Callable[[], None] | None = None
+    """Downloads the build needs, run ahead of it and beside other builds."""
+    compiles: bool = False
+    """Whether the build is CPU-bound (a compiler), so it takes a build slot."""
 
     def path(self, layout: Layout) -> Path:
         return layout.artifact(self.name, f"{self.version}-{self.recipe_hash()}")
@@ -38,6 +50,8 @@ class Artifact:
         for path in self.recipe:
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
+        for setting in self.settings():
+            digest.update(b"\0" + setting.encode())
         return digest.hexdigest()[:10]
 
     def ready(self, layout: Layout) -> bool:

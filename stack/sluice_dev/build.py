@@ -7,11 +7,14 @@ after a version bump cheap.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from sluice_dev.artifacts import Artifact
 from sluice_dev.paths import REPO_ROOT
 
 STACK_SRC = REPO_ROOT / "stack"
@@ -55,29 +58,66 @@ def maven_copy(pom: Path, target: Path, properties: Mapping[str, str]) -> None:
     )
 
 
-def go_build(
-    module: Path, packages: Sequence[str], bin_dir: Path, *, ldflags: Sequence[str] = ()
-) -> None:
-    """Build ``packages`` of the Go module at ``module`` into ``bin_dir``, stripped;
-    ``ldflags`` add to ``-s -w`` (typically ``-X pkg.var=value`` version stamps).
+@functools.cache
+def go_version() -> str:
+    """The Go toolchain's version (``go1.26.8``): part of every Go build's cache key."""
+    proc = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"go env GOVERSION failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+# Like upstream release builds: static binaries (no cgo) without a symbol table or
+# DWARF, paths trimmed, no VCS stamp (the module cache has no repository).
+GO_ENV: Mapping[str, str] = {"CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
+
+
+@dataclass(frozen=True)
+class GoBuild:
+    """``go build`` of ``packages`` of the private module at ``module``.
 
     The module's own go.mod/go.sum pin every dependency; ``-mod=mod`` lets a cold
-    machine download them from the module proxy.
+    machine download them from the module proxy. ``ldflags`` add to ``-s -w``
+    (typically ``-X pkg.var=value`` version stamps); ``tags`` are build tags.
     """
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    run(
-        [
-            "go",
-            "build",
-            "-mod=mod",
-            "-trimpath",
-            "-ldflags=" + " ".join(["-s", "-w", *ldflags]),
-            "-o",
-            f"{bin_dir}/",
-            *packages,
-        ],
-        cwd=module,
-        env={"GOFLAGS": "-buildvcs=false"},
+
+    module: Path
+    packages: tuple[str, ...]
+    ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    def argv(self, bin_dir: Path) -> list[str]:
+        argv = ["go", "build", "-mod=mod", "-trimpath"]
+        argv.append("-ldflags=" + " ".join(["-s", "-w", *self.ldflags]))
+        if self.tags:
+            argv.append("-tags=" + ",".join(self.tags))
+        return [*argv, "-o", f"{bin_dir}/", *self.packages]
+
+    def settings(self) -> tuple[str, ...]:
+        """What decides the binaries besides the module's files: the cache key."""
+        env = [f"{key}={value}" for key, value in sorted(GO_ENV.items())]
+        return (go_version(), *env, *self.argv(Path("bin")))
+
+    def download(self) -> None:
+        """Fetch every module the build needs, so it overlaps with other builds."""
+        run(["go", "mod", "download"], cwd=self.module, env=GO_ENV)
+
+    def __call__(self, target: Path) -> None:
+        bin_dir = target / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        run(self.argv(bin_dir), cwd=self.module, env=GO_ENV)
+
+
+def go_artifact(name: str, version: str, build: GoBuild) -> Artifact:
+    """An artifact built by ``build``, keyed by the module's files and the settings."""
+    return Artifact(
+        name,
+        version,
+        build,
+        recipe=go_recipe(build.module),
+        settings=build.settings,
+        prefetch=build.download,
+        compiles=True,
     )
 
 

@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _provision(layout: Layout, args: argparse.Namespace) -> int:
     started = time.monotonic()
-    stack.provision(layout, args.artifacts or None)
+    stack.provision(layout, args.artifacts or None, say=lambda line: print(line, flush=True))
     print(f"provisioned in {time.monotonic() - started:.1f}s (cache: {layout.cache})")
     return 0
 

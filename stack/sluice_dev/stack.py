@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sluice_dev import procs, registry
-from sluice_dev.artifacts import Outcome, ensure
+from sluice_dev.artifacts import Outcome
 from sluice_dev.paths import Layout
+from sluice_dev.provisioning import provision_all
 from sluice_dev.servers.base import Server
 
 Say = Callable[[str], None]
@@ -59,14 +60,10 @@ def with_requirements(names: Iterable[str] | None) -> list[Server]:
 def provision(
     layout: Layout, names: Iterable[str] | None = None, say: Say = print
 ) -> list[Outcome]:
-    """Build or fetch every artifact (or the named ones); prints one line each."""
+    """Build or fetch every artifact (or the named ones), downloads beside builds;
+    prints a line as each starts and ends."""
     chosen = list(names) if names else [a.name for a in registry.ARTIFACTS]
-    outcomes = []
-    for name in chosen:
-        outcome = ensure(registry.artifact(name), layout)
-        say(outcome.line())
-        outcomes.append(outcome)
-    return outcomes
+    return provision_all([registry.artifact(name) for name in chosen], layout, say)
 
 
 def health(server: Server, layout: Layout) -> Health:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sluice_dev import ports, versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build, go_recipe
+from sluice_dev.build import STACK_SRC, GoBuild, go_artifact
 from sluice_dev.paths import Layout
 from sluice_dev.probes import http_ok
 from sluice_dev.servers.base import Server
@@ -26,11 +26,7 @@ CLIENT_URL = f"http://{ports.HOST}:{ports.ETCD_CLIENT}"
 PEER_URL = f"http://{ports.HOST}:{ports.ETCD_PEER}"
 
 
-def _build(target: Path) -> None:
-    go_build(MODULE, ["."], target / "bin")
-
-
-ARTIFACT = Artifact(NAME, versions.ETCD, _build, recipe=go_recipe(MODULE))
+ARTIFACT = go_artifact(NAME, versions.ETCD, GoBuild(MODULE, (".",)))
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
 
 

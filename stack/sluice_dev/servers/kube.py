@@ -46,7 +46,7 @@ import yaml
 
 from sluice_dev import pki, ports, versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build, go_recipe
+from sluice_dev.build import STACK_SRC, GoBuild, go_artifact
 from sluice_dev.paths import Layout
 from sluice_dev.probes import http_ok
 from sluice_dev.servers import etcd
@@ -80,7 +80,7 @@ NODE_MONITOR_GRACE = "10s"
 NODE_STARTUP_GRACE = "20s"
 
 
-def _build(target: Path) -> None:
+def _stamps() -> dict[str, str]:
     # The same stamps as hack/lib/version.sh, so that /version, `kubectl version` and
     # Helm's kubeVersion checks see the real release instead of v0.0.0-master.
     major, minor, _patch = versions.KUBERNETES.split(".")
@@ -92,11 +92,15 @@ def _build(target: Path) -> None:
             f"{package}.gitMinor": minor,
             f"{package}.gitTreeState": "clean",
         }
-    packages = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in COMMANDS]
-    go_build(MODULE, packages, target / "bin", ldflags=stamp_flags(stamps))
+    return stamps
 
 
-ARTIFACT = Artifact(NAME, versions.KUBERNETES, _build, recipe=go_recipe(MODULE))
+BUILD = GoBuild(
+    MODULE,
+    tuple(f"k8s.io/kubernetes/cmd/{cmd}" for cmd in COMMANDS),
+    ldflags=tuple(stamp_flags(_stamps())),
+)
+ARTIFACT = go_artifact(NAME, versions.KUBERNETES, BUILD)
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sluice_dev import versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, go_build, go_recipe
+from sluice_dev.build import STACK_SRC, GoBuild, go_artifact
 from sluice_dev.paths import Layout
 from sluice_dev.servers.base import Server
 
@@ -28,10 +28,10 @@ def _kube_minor() -> str:
     return versions.KUBERNETES.split(".")[1]
 
 
-def _build_helm(target: Path) -> None:
+def _helm_stamps() -> dict[str, str]:
     # The same stamps as helm's Makefile; the Kubernetes version is the default that
     # `helm template` assumes when it has no cluster to ask.
-    stamps = {
+    return {
         "helm.sh/helm/v3/internal/version.version": f"v{versions.HELM}",
         "helm.sh/helm/v3/internal/version.gitTreeState": "clean",
         "helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor": "1",
@@ -39,12 +39,6 @@ def _build_helm(target: Path) -> None:
         "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor": "1",
         "helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor": _kube_minor(),
     }
-    go_build(
-        STACK_SRC / "go" / "helm",
-        ["helm.sh/helm/v3/cmd/helm"],
-        target / "bin",
-        ldflags=stamp_flags(stamps),
-    )
 
 
 def prometheus_release() -> str:
@@ -53,25 +47,34 @@ def prometheus_release() -> str:
     return f"{int(combined) // 100}.{int(combined) % 100}.{patch}"
 
 
-def _build_promtool(target: Path) -> None:
-    stamps = {
+def _promtool_stamps() -> dict[str, str]:
+    return {
         "github.com/prometheus/common/version.Version": prometheus_release(),
         "github.com/prometheus/common/version.Branch": "HEAD",
     }
-    go_build(
-        STACK_SRC / "go" / "promtool",
-        ["github.com/prometheus/prometheus/cmd/promtool"],
-        target / "bin",
-        ldflags=stamp_flags(stamps),
-    )
 
 
-HELM = Artifact("helm", versions.HELM, _build_helm, recipe=go_recipe(STACK_SRC / "go" / "helm"))
-PROMTOOL = Artifact(
+HELM = go_artifact(
+    "helm",
+    versions.HELM,
+    GoBuild(
+        STACK_SRC / "go" / "helm",
+        ("helm.sh/helm/v3/cmd/helm",),
+        ldflags=tuple(stamp_flags(_helm_stamps())),
+    ),
+)
+# The project only runs `promtool check rules` and `test rules`: Prometheus's
+# documented `remove_all_sd` tag leaves out every service-discovery plugin (the
+# cloud SDKs), which is most of what a full build compiles.
+PROMTOOL = go_artifact(
     "promtool",
     versions.PROMETHEUS,
-    _build_promtool,
-    recipe=go_recipe(STACK_SRC / "go" / "promtool"),
+    GoBuild(
+        STACK_SRC / "go" / "promtool",
+        ("github.com/prometheus/prometheus/cmd/promtool",),
+        ldflags=tuple(stamp_flags(_promtool_stamps())),
+        tags=("remove_all_sd",),
+    ),
 )
 ARTIFACTS: tuple[Artifact, ...] = (HELM, PROMTOOL)
 SERVERS: tuple[Server, ...] = ()
