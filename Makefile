@@ -12,11 +12,14 @@ STAMP := $(VENV)/.installed
 all: test
 
 # Python environment: pinned by constraints.txt, installed editable.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml api/pyproject.toml job/pyproject.toml operator/pyproject.toml constraints.txt
 	@bash stack/scripts/check-prereqs.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[job,operator,dev,bench]'
+	@# The one distribution of the repository before it was split in three.
+	@$(BIN)/uv pip uninstall -q --python $(BIN)/python sluice 2>/dev/null || true
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt \
+		-e ./api -e ./job -e ./operator -e '.[dev,bench]'
 	@touch $@
 
 setup: $(STAMP)
@@ -37,6 +40,7 @@ status:
 lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: setup
 	$(BIN)/mypy

@@ -44,10 +44,10 @@ from pyspark.sql.streaming.listener import (
 )
 from pyspark.sql.streaming.query import StreamingQuery
 
+from sluice_api.spec import PipelineSpec
 from sluice_job import spark, transform
 from sluice_job.reader import BATCH_ID_COLUMN
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget
-from sluice_job.spec import PipelineSpec
 from sluice_job.write_order import write_version
 
 EPOCH = 1

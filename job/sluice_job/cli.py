@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from sluice_api import env, termination
+from sluice_api.exitcodes import ExitCode
 from sluice_job import config as driver_config
-from sluice_job import logs, termination
-from sluice_job.exitcodes import ExitCode
+from sluice_job import logs, offsets
 from sluice_job.runner import Progress
 
 EPILOG = """\
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except driver_config.ConfigError as err:
         logs.event("invalid configuration", level=40, message=str(err))
         print(f"sluice_job: {err}", file=sys.stderr)
-        path = Path(os.environ.get("SLUICE_TERMINATION_LOG", "/dev/termination-log"))
+        path = Path(os.environ.get(env.TERMINATION_LOG, env.DEFAULT_TERMINATION_LOG))
         termination.write(
             path, termination.Termination(ExitCode.INVALID_CONFIG, "InvalidConfig", str(err))
         )
@@ -82,7 +83,7 @@ def _on_sigterm(stop: threading.Event, timeout: float, path: Path, progress: Pro
                     "StopTimeout",
                     message,
                     progress.batch_id,
-                    positions=progress.positions,
+                    offsets=offsets.to_json(progress.positions),
                 ),
             )
             os._exit(int(ExitCode.FAILURE))

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sluice_job.spec import PipelineSpec
+from sluice_api import env as names
+from sluice_api.spec import PipelineSpec
+from sluice_api.validation import describe
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -49,30 +51,21 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
     except ValidationError as err:
         raise ConfigError(describe(err)) from None
     return DriverConfig(
-        pipeline=_name(env, "SLUICE_PIPELINE"),
-        namespace=_name(env, "SLUICE_NAMESPACE", default="default"),
-        epoch=_integer(env, "SLUICE_EPOCH", minimum=1),
+        pipeline=_name(env, names.PIPELINE),
+        namespace=_name(env, names.NAMESPACE, default="default"),
+        epoch=_integer(env, names.EPOCH, minimum=1),
         spec=spec,
-        code_version=env.get("SLUICE_CODE_VERSION", spec.image),
-        termination_log=Path(env.get("SLUICE_TERMINATION_LOG", "/dev/termination-log")),
-        metrics_port=_optional_port(env, "SLUICE_METRICS_PORT"),
+        code_version=env.get(names.CODE_VERSION, spec.image),
+        termination_log=Path(env.get(names.TERMINATION_LOG, names.DEFAULT_TERMINATION_LOG)),
+        metrics_port=_optional_port(env, names.METRICS_PORT),
     )
-
-
-def describe(err: ValidationError) -> str:
-    """One line per problem, each starting with the dotted camelCase field path."""
-    lines = []
-    for problem in err.errors():
-        field = ".".join(["spec", *(str(part) for part in problem["loc"])])
-        lines.append(f"{field}: {problem['msg']}")
-    return "invalid configuration: " + "; ".join(lines)
 
 
 def _read_spec(env: Mapping[str, str], config_file: Path | None) -> object:
     if config_file is not None:
         source, text = f"--config {config_file}", _read_file(config_file)
-    elif "SLUICE_CONFIG" in env:
-        source, text = "SLUICE_CONFIG", env["SLUICE_CONFIG"]
+    elif names.CONFIG in env:
+        source, text = names.CONFIG, env[names.CONFIG]
     else:
         raise ConfigError("no configuration: set SLUICE_CONFIG to the spec JSON or pass --config")
     try:

@@ -15,22 +15,23 @@ from collections.abc import Mapping
 
 from cassandra.cluster import NoHostAvailable
 
-from sluice_job import deadletter, logs, metrics, spark, transform
+from sluice_api import env as env_names
+from sluice_api.exitcodes import ExitCode
+from sluice_api.spec import PipelineSpec
+from sluice_api.termination import Termination
+from sluice_job import deadletter, logs, metrics, offsets, spark, transform
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import CheckpointError, CheckpointStore, FencedError
 from sluice_job.config import DriverConfig
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import SparkExecutor
-from sluice_job.exitcodes import ExitCode
 from sluice_job.groupoffsets import GroupOffsets, group_name
 from sluice_job.kafka_config import KafkaAccess
 from sluice_job.planner import OffsetOutOfRangeError, Policy
 from sluice_job.runner import Observer, Observers, Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
-from sluice_job.spec import PipelineSpec
-from sluice_job.termination import Termination
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
 
@@ -66,7 +67,8 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     function = transform.load(spec.transform.entrypoint)
     checkpoint = spec.checkpoint.cassandra
     cluster, session = connect(
-        checkpoint.contact_points, Credentials.from_env(env, "SLUICE_CHECKPOINT_CASSANDRA")
+        checkpoint.contact_points,
+        Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS),
     )
     store = CheckpointStore(
         session,
@@ -118,7 +120,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         "clean stop",
         progress.batch_id,
         cfg.epoch,
-        progress.positions,
+        offsets.to_json(progress.positions),
     )
 
 
@@ -169,7 +171,7 @@ def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
             tuple(target.contact_points),
             target.keyspace,
             target.table,
-            Credentials.from_env(os.environ, "SLUICE_SINK_CASSANDRA"),
+            Credentials.from_env(os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
         )
     )
 
@@ -178,4 +180,5 @@ def _failed(
     code: ExitCode, reason: str, err: Exception, cfg: DriverConfig, progress: Progress
 ) -> Termination:
     logs.event(reason, level=40, message=str(err), exit_code=int(code), exc_info=err)
-    return Termination(code, reason, str(err), progress.batch_id, cfg.epoch, progress.positions)
+    positions = offsets.to_json(progress.positions)
+    return Termination(code, reason, str(err), progress.batch_id, cfg.epoch, positions)

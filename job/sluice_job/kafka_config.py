@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sluice_api import env as names
 from sluice_job.cassandra_session import Credentials
 
 LOGIN_MODULES = {
@@ -33,7 +34,7 @@ class KafkaAccess:
     def from_env(cls, bootstrap_servers: str, env: Mapping[str, str]) -> KafkaAccess:
         return cls(
             bootstrap_servers,
-            Credentials.from_env(env, "SLUICE_KAFKA"),
+            Credentials.from_env(env, names.KAFKA_CREDENTIALS),
             env.get("SLUICE_KAFKA_MECHANISM", "SCRAM-SHA-512"),
             env.get("SLUICE_KAFKA_PROTOCOL", "SASL_SSL"),
         )

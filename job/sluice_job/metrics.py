@@ -25,6 +25,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
 
+from sluice_api import metrics as names
 from sluice_job import logs
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
@@ -43,57 +44,53 @@ class Phase(StrEnum):
     COMMIT = "commit"
 
 
-BATCHES = Counter("sluice_batches", "Micro-batches committed.", PIPELINE)
-RECORDS_IN = Counter("sluice_records_in", "Records read by committed batches.", PIPELINE)
+BATCHES = Counter(names.BATCHES, "Micro-batches committed.", PIPELINE)
+RECORDS_IN = Counter(names.RECORDS_IN, "Records read by committed batches.", PIPELINE)
 RECORDS_OUT = Counter(
-    "sluice_records_out", "Rows the transform produced for the sink, committed.", PIPELINE
+    names.RECORDS_OUT, "Rows the transform produced for the sink, committed.", PIPELINE
 )
 RECORDS_REJECTED = Counter(
-    "sluice_records_rejected",
+    names.RECORDS_REJECTED,
     "Records the transform rejected, written to the dead-letter topic, committed.",
     PIPELINE,
 )
 RECORDS_SKIPPED = Counter(
-    "sluice_records_skipped",
+    names.RECORDS_SKIPPED,
     "Records deleted by retention before they were read (onOffsetOutOfRange: earliest).",
     PARTITION,
 )
 PHASE_SECONDS = Histogram(
-    "sluice_batch_phase_seconds",
+    names.BATCH_PHASE_SECONDS,
     "Seconds per phase of committed batches: read, transform, dead_letter, write, commit.",
     ("pipeline", "phase"),
     buckets=SECONDS_BUCKETS,
 )
 BATCH_SECONDS = Histogram(
-    "sluice_batch_seconds",
+    names.BATCH_SECONDS,
     "Seconds of committed batches, from their start to their commit.",
     PIPELINE,
     buckets=SECONDS_BUCKETS,
 )
 LAG = Gauge(
-    "sluice_consumer_lag",
+    names.CONSUMER_LAG,
     "Records in Kafka past the committed position (high watermark - committed offset).",
     PARTITION,
 )
-LAST_COMMIT = Gauge(
-    "sluice_last_commit_timestamp_seconds", "Unix time of the last commit.", PIPELINE
-)
-LAST_BATCH = Gauge("sluice_last_committed_batch_id", "Id of the last committed batch.", PIPELINE)
+LAST_COMMIT = Gauge(names.LAST_COMMIT_TIMESTAMP, "Unix time of the last commit.", PIPELINE)
+LAST_BATCH = Gauge(names.LAST_COMMITTED_BATCH, "Id of the last committed batch.", PIPELINE)
 CAP = Gauge(
-    "sluice_records_per_partition_cap",
+    names.RECORDS_PER_PARTITION_CAP,
     "Per-partition cap the next batch is planned with (moves with backpressure).",
     PIPELINE,
 )
 COMMIT_CONFLICTS = Counter(
-    "sluice_commit_conflicts",
+    names.COMMIT_CONFLICTS,
     "Plans or commits refused because a newer epoch holds the pipeline (fenced).",
     PIPELINE,
 )
-BATCH_FAILURES = Counter(
-    "sluice_batch_failures", "Batches that failed before their commit.", PIPELINE
-)
-EPOCH = Gauge("sluice_epoch", "Epoch of this driver.", PIPELINE)
-DRIVER = Info("sluice_driver", "Code version of the driver and the pipeline it runs.")
+BATCH_FAILURES = Counter(names.BATCH_FAILURES, "Batches that failed before their commit.", PIPELINE)
+EPOCH = Gauge(names.EPOCH, "Epoch of this driver.", PIPELINE)
+DRIVER = Info(names.DRIVER_INFO, "Code version of the driver and the pipeline it runs.")
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
-from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
 
 
 class OffsetOutOfRangeError(Exception):

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from sluice_api.spec import OnOffsetOutOfRange
 from sluice_job import failpoints, logs, offsets
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, Skip, plan
-from sluice_job.spec import OnOffsetOutOfRange
 
 
 class Store(Protocol):

@@ -33,7 +33,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from sluice_job.spec import PipelineSpec
+from sluice_api import env as names
+from sluice_api.spec import PipelineSpec
 
 
 def spark_conf(
@@ -42,7 +43,7 @@ def spark_conf(
     """The session's configuration (a pure function); ``python`` runs the Python
     workers, so they import the same packages (and the user's code) as the driver."""
     cores = spec.spark.driver.cores
-    master = env.get("SLUICE_SPARK_MASTER", f"local[{cores}]")
+    master = env.get(names.SPARK_MASTER, f"local[{cores}]")
     parallelism = (
         cores
         if master.startswith("local")
@@ -73,7 +74,7 @@ def spark_conf(
     jars = env.get("SLUICE_SPARK_JARS")
     if jars:
         conf["spark.jars"] = jars
-    conf.update(json.loads(env.get("SLUICE_SPARK_CONF") or "{}"))
+    conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))
     conf.update(spec.spark.conf)
     return conf
 

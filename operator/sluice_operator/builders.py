@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sluice_job.spec import PipelineSpec
+from sluice_api import env as env_names
+from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
 
 Manifest = dict[str, Any]
@@ -116,7 +117,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePath": env_names.DEFAULT_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH}],
     }
@@ -125,12 +126,12 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
 def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, Any]]:
     config = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     env: list[dict[str, Any]] = [
-        {"name": "SLUICE_CONFIG", "value": json.dumps(config, sort_keys=True)},
-        {"name": "SLUICE_PIPELINE", "value": owner.name},
-        {"name": "SLUICE_NAMESPACE", "value": owner.namespace},
-        {"name": "SLUICE_EPOCH", "value": str(epoch)},
-        {"name": "SLUICE_CODE_VERSION", "value": spec.image},
-        {"name": "SLUICE_METRICS_PORT", "value": str(METRICS_PORT)},
+        {"name": env_names.CONFIG, "value": json.dumps(config, sort_keys=True)},
+        {"name": env_names.PIPELINE, "value": owner.name},
+        {"name": env_names.NAMESPACE, "value": owner.namespace},
+        {"name": env_names.EPOCH, "value": str(epoch)},
+        {"name": env_names.CODE_VERSION, "value": spec.image},
+        {"name": env_names.METRICS_PORT, "value": str(METRICS_PORT)},
         _field("POD_NAME", "metadata.name"),
         _field("POD_NAMESPACE", "metadata.namespace"),
         _field("POD_IP", "status.podIP"),
@@ -138,9 +139,9 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         {"name": "HOME", "value": SCRATCH},
     ]
     if spec.spark.executors.instances > 0:
-        env.append({"name": "SLUICE_SPARK_MASTER", "value": f"k8s://{API_SERVER}"})
+        env.append({"name": env_names.SPARK_MASTER, "value": f"k8s://{API_SERVER}"})
         env.append(
-            {"name": "SLUICE_SPARK_CONF", "value": json.dumps(spark_kubernetes_conf(owner, spec))}
+            {"name": env_names.SPARK_CONF, "value": json.dumps(spark_kubernetes_conf(owner, spec))}
         )
     return env + credential_env(spec)
 
@@ -152,20 +153,22 @@ def _field(name: str, path: str) -> dict[str, Any]:
 def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
     """Credentials as secretKeyRef env vars: never in the spec, never in a log."""
     secrets: list[tuple[str, str | None]] = [
-        ("SLUICE_KAFKA", spec.source.kafka.credentials_secret),
-        ("SLUICE_CHECKPOINT_CASSANDRA", spec.checkpoint.cassandra.credentials_secret),
+        (env_names.KAFKA_CREDENTIALS, spec.source.kafka.credentials_secret),
+        (env_names.CHECKPOINT_CASSANDRA_CREDENTIALS, spec.checkpoint.cassandra.credentials_secret),
     ]
     if spec.sink.cassandra:
-        secrets.append(("SLUICE_SINK_CASSANDRA", spec.sink.cassandra.credentials_secret))
+        secrets.append(
+            (env_names.SINK_CASSANDRA_CREDENTIALS, spec.sink.cassandra.credentials_secret)
+        )
     env = []
     for prefix, secret in secrets:
         if secret:
-            env.append(_secret(f"{prefix}_USERNAME", secret, "username"))
-            env.append(_secret(f"{prefix}_PASSWORD", secret, "password"))
+            env.append(_secret(prefix + env_names.USERNAME_SUFFIX, secret, "username"))
+            env.append(_secret(prefix + env_names.PASSWORD_SUFFIX, secret, "password"))
     if spec.sink.datastore and spec.sink.datastore.credentials_secret:
         env.append(
             _secret(
-                "SLUICE_SINK_DATASTORE_CREDENTIALS",
+                env_names.SINK_DATASTORE_CREDENTIALS,
                 spec.sink.datastore.credentials_secret,
                 "credentials.json",
             )

@@ -14,7 +14,7 @@ import json
 from enum import IntEnum
 from typing import Final
 
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
 
 OPERATOR_ONLY: Final = frozenset({"upgrade", "failover", "restart", "suspend"})
 

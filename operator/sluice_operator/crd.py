@@ -1,6 +1,6 @@
 """The StreamingPipeline CustomResourceDefinition, generated from the spec model.
 
-The driver parses its configuration with ``sluice_job.spec.PipelineSpec``; the API
+The driver parses its configuration with ``sluice_api.spec.PipelineSpec``; the API
 server must accept exactly the manifests that model accepts, and say why it rejects the
 others. So the CRD is not written by hand: ``build_crd`` converts the model's JSON
 schema into a *structural* OpenAPI v3 schema (the only kind the API server serves) and
@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
 from sluice_operator.model import Phase
 
@@ -47,7 +47,7 @@ MAX_PIPELINE_NAME: Final = 45
 """Room for the ``-driver-<epoch>`` suffix of pod names within a 63-character label."""
 
 HEADER: Final = (
-    f"# Generated from sluice_job/spec.py by sluice_operator/crd.py; do not edit.\n"
+    f"# Generated from sluice_api/spec.py by sluice_operator/crd.py; do not edit.\n"
     f"# Regenerate: {REGENERATE}\n"
 )
 

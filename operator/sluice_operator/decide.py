@@ -21,12 +21,13 @@ restarted at any instant resumes from the status alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sluice_job.spec import PipelineSpec
+from sluice_api import termination
+from sluice_api.exitcodes import ExitCode
+from sluice_api.spec import PipelineSpec
 from sluice_operator import builders, changes, naming
 from sluice_operator.actions import (
     Action,
@@ -40,7 +41,7 @@ from sluice_operator.actions import (
 )
 from sluice_operator.model import LastCommit, Observed, Phase, PodView, Status, StopReason
 
-EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = 0, 2, 3
+EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def _after_exit(
     obs: Observed, spec: PipelineSpec, pod: PodView, actions: list[Action], settings: Settings
 ) -> Decision:
     status = _note_exit(obs.status, pod)
-    message = _termination(pod)
+    message = termination.parse(pod.message)
+    said = message.message if message else ""
     code = pod.exit_code
     if code == EXIT_CLEAN:
         upgrading = status.stop_reason is StopReason.UPGRADE or _changed(status, spec)
@@ -140,7 +142,7 @@ def _after_exit(
             status = replace(status, restarts=status.restarts + 1)
         return _start(obs, spec, status, phase, [*actions, RemovePod(pod.name)], settings)
     if code == EXIT_CONFIG:
-        text = str(message.get("message") or pod.message or "invalid configuration")
+        text = said or pod.message or "invalid configuration"
         failed = replace(status, phase=Phase.FAILED, driver_pod=None, message=text)
         failed = replace(failed, observed_generation=obs.generation)
         return Decision(
@@ -151,11 +153,11 @@ def _after_exit(
             )
         )
     if code == EXIT_FENCED:
-        floor = int(message.get("heldByEpoch") or 0)
+        floor = (message.held_by_epoch if message else None) or 0
         status = replace(status, restarts=status.restarts + 1)
         actions += [Emit("Warning", "Fenced", f"{pod.name} was fenced by a newer epoch")]
         return _start(obs, spec, status, Phase.RECOVERING, actions, settings, epoch_floor=floor)
-    return _failed(obs, spec, status, pod, str(message.get("message") or pod.message), actions)
+    return _failed(obs, spec, status, pod, said or pod.message, actions)
 
 
 def _failed(
@@ -341,14 +343,6 @@ def _changed(status: Status, spec: PipelineSpec) -> bool:
     return changes.classify(status.spec_hash, spec) is changes.Change.RESTART
 
 
-def _termination(pod: PodView) -> dict[str, Any]:
-    try:
-        value = json.loads(pod.message)
-    except (json.JSONDecodeError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _with_progress(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
     """The running driver's last commit, if it is newer and the stored one is at
     least ``progress_seconds`` old; reports of another epoch's driver are ignored."""
@@ -372,8 +366,9 @@ def _with_progress(status: Status, pod: PodView, obs: Observed, settings: Settin
 
 def _note_exit(status: Status, pod: PodView) -> Status:
     """Record the last commit a driver reported when it exited (at its exit time)."""
-    batch = _termination(pod).get("lastBatchId")
-    if not isinstance(batch, int) or batch <= 0 or pod.finished_at is None:
+    message = termination.parse(pod.message)
+    batch = message.last_batch_id if message else None
+    if batch is None or batch <= 0 or pod.finished_at is None:
         return status
     if status.last_commit is not None and batch < status.last_commit.batch_id:
         return status

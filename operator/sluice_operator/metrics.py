@@ -22,6 +22,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from sluice_api import metrics as names
 from sluice_operator.actions import Decision, Emit, WriteStatus
 from sluice_operator.model import Observed, Phase, Status
 
@@ -40,25 +41,25 @@ UPGRADE_SECONDS: Final = Histogram(
 
 PIPELINE: Final = ("pipeline",)
 PIPELINE_PHASE: Final = Gauge(
-    "sluice_operator_pipeline_phase",
+    names.OPERATOR_PIPELINE_PHASE,
     "1 for the pipeline's current lifecycle phase, 0 for every other phase.",
     ("pipeline", "phase"),
 )
 PIPELINE_TRANSITIONS: Final = Counter(
-    "sluice_operator_pipeline_transitions",
+    names.OPERATOR_PIPELINE_TRANSITIONS,
     "Lifecycle transitions of one pipeline (DriverFailed, Fenced, NodeLost, Upgrading, ...).",
     ("pipeline", "reason"),
 )
 PIPELINE_RESTARTS: Final = Gauge(
-    "sluice_operator_pipeline_restarts",
+    names.OPERATOR_PIPELINE_RESTARTS,
     "Driver pods restarted after a failure, fencing or node loss (status.restarts).",
     PIPELINE,
 )
 PIPELINE_EPOCH: Final = Gauge(
-    "sluice_operator_pipeline_epoch", "Epoch of the pipeline's current driver.", PIPELINE
+    names.OPERATOR_PIPELINE_EPOCH, "Epoch of the pipeline's current driver.", PIPELINE
 )
 PIPELINE_TRIGGER: Final = Gauge(
-    "sluice_operator_pipeline_trigger_interval_seconds",
+    names.OPERATOR_PIPELINE_TRIGGER,
     "spec.trigger.intervalSeconds: seconds between micro-batch starts.",
     PIPELINE,
 )

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
 from sluice_operator.progress import DriverProgress
 
 

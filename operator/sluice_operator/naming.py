@@ -9,18 +9,38 @@ from __future__ import annotations
 
 from typing import Final
 
-GROUP: Final = "sluice.dev"
-VERSION: Final = "v1alpha1"
-PLURAL: Final = "streamingpipelines"
-KIND: Final = "StreamingPipeline"
+from sluice_api.names import (
+    ANNOTATION_EPOCH,
+    ANNOTATION_SPEC_HASH,
+    GROUP,
+    KIND,
+    LABEL_EPOCH,
+    LABEL_PIPELINE,
+    LABEL_ROLE,
+    MANAGED_BY,
+    PLURAL,
+    ROLE_DRIVER,
+    VERSION,
+)
 
-LABEL_PIPELINE: Final = "sluice.dev/pipeline"
-LABEL_ROLE: Final = "sluice.dev/role"
-LABEL_EPOCH: Final = "sluice.dev/epoch"
-ANNOTATION_EPOCH: Final = "sluice.dev/epoch"
-ANNOTATION_SPEC_HASH: Final = "sluice.dev/spec-hash"
-ROLE_DRIVER: Final = "driver"
-MANAGED_BY: Final = "sluice-operator"
+__all__ = [
+    "ANNOTATION_EPOCH",
+    "ANNOTATION_SPEC_HASH",
+    "GROUP",
+    "KIND",
+    "LABEL_EPOCH",
+    "LABEL_PIPELINE",
+    "LABEL_ROLE",
+    "MANAGED_BY",
+    "PLURAL",
+    "ROLE_DRIVER",
+    "VERSION",
+    "driver_pod",
+    "driver_service",
+    "labels",
+    "selector",
+    "service_account",
+]
 
 MAX_NAME: Final = 63
 

@@ -24,11 +24,13 @@ from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice_api import metrics as names
+
 TIMEOUT_SECONDS: Final = 1.0
-BATCH: Final = "sluice_last_committed_batch_id"
-COMMITTED_AT: Final = "sluice_last_commit_timestamp_seconds"
-EPOCH: Final = "sluice_epoch"
-LAG: Final = "sluice_consumer_lag"
+BATCH: Final = names.LAST_COMMITTED_BATCH
+COMMITTED_AT: Final = names.LAST_COMMIT_TIMESTAMP
+EPOCH: Final = names.EPOCH
+LAG: Final = names.CONSUMER_LAG
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sluice_job.config import describe
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
+from sluice_api.validation import describe
 from sluice_operator import builders, metrics, progress
 from sluice_operator.actions import Decision
 from sluice_operator.decide import DEFAULTS, Settings, decide

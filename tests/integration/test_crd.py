@@ -22,9 +22,9 @@ from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import Layout
 from sluice_dev.servers import kube
-from sluice_job.spec import PipelineSpec
 from sluice_operator import crd, naming
 from tests.support.waiting import wait_for
 
@@ -376,7 +376,7 @@ def test_invalid_manifest_is_rejected_naming_the_field(pipelines: Pipelines, cas
     model_rejects = _model_rejects(case.spec)
     verdict = "rejects" if model_rejects else "accepts"
     assert model_rejects == case.model_rejects, (
-        f"the driver's model (sluice_job.spec) now {verdict} it: update model_rejects"
+        f"the driver's model (sluice_api.spec) now {verdict} it: update model_rejects"
     )
 
 

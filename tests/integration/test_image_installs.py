@@ -104,10 +104,17 @@ def test_operator_image_install_steps(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     assert "--all-namespaces" in ran.stdout
     assert "--lease-namespace" in ran.stdout
-    located = where(venv, "sluice_operator", "kopf", "kubernetes", "pyspark")
+    located = where(
+        venv, "sluice_operator", "sluice_api", "kopf", "kubernetes", "pyspark", "sluice_job"
+    )
     assert str(located["sluice_operator"]).startswith(str(venv)), located
+    assert str(located["sluice_api"]).startswith(str(venv)), located
     assert located["kopf"] is not None
     assert located["pyspark"] is None, "the operator image does not carry Spark"
+    assert located["sluice_job"] is None, "the operator image does not carry the driver"
+    failed = in_venv(venv, "-c", "import pyspark")
+    assert failed.returncode != 0
+    assert "No module named 'pyspark'" in failed.stderr
     assert not (venv / "bin" / "pip").exists()
 
 
@@ -117,8 +124,13 @@ def test_job_image_install_steps(tmp_path: Path) -> None:
     ran = in_venv(venv, "-m", "sluice_job", "--help")
     assert ran.returncode == 0, ran.stderr
     assert "SLUICE_CONFIG" in ran.stdout
-    located = where(venv, "sluice_job", "pyspark", "cassandra", "confluent_kafka", "kopf")
+    located = where(
+        venv, "sluice_job", "sluice_api", "pyspark", "cassandra", "confluent_kafka", "kopf"
+    )
     assert str(located["sluice_job"]).startswith(str(venv)), located
+    assert str(located["sluice_api"]).startswith(str(venv)), located
     assert located["kopf"] is None, "the job image does not carry the operator's dependencies"
+    others = where(venv, "sluice_operator", "sluice_dev")
+    assert others == {"sluice_operator": None, "sluice_dev": None}
     version = in_venv(venv, "-c", "import pyspark; print(pyspark.__version__)")
     assert version.stdout.strip() == versions.SPARK

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
 from sluice_operator.model import NodeView, Observed, PodView, Status
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)

@@ -19,7 +19,7 @@ from bench.processes import JsonLines
 from bench.run import LatencyRun, Outcome, ThroughputRun
 from bench.settings import Settings, from_args
 from bench.stats import Span, Summary, percentile, window
-from sluice_job.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec
 
 pytestmark = pytest.mark.unit
 

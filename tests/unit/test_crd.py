@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import REPO_ROOT
-from sluice_job.spec import PipelineSpec
 from sluice_operator import crd
 
 pytestmark = pytest.mark.unit

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from sluice_api.exitcodes import ExitCode
+from sluice_api.termination import Termination
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, RemovePod, StopPod, WriteStatus
 from sluice_operator.decide import decide
@@ -51,8 +53,18 @@ def exited(code: int, message: dict[str, Any] | None = None) -> tuple[Status, Po
         pod,
         phase=PodPhase.FAILED if code else PodPhase.SUCCEEDED,
         exit_code=code,
-        message=json.dumps(message or {}),
+        message=_termination(code, message or {}),
     )
+
+
+def _termination(code: int, fields: dict[str, Any]) -> str:
+    """What a driver exiting with ``code`` writes (sluice_api.termination)."""
+    return Termination(
+        ExitCode(code),
+        "Test",
+        str(fields.get("message", "")),
+        held_by_epoch=fields.get("heldByEpoch"),
+    ).to_json()
 
 
 def kinds(decision: Decision) -> list[str]:

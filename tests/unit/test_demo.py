@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev import demo
 from sluice_dev.events import EventFactory
-from sluice_job.spec import PipelineSpec
 
 pytestmark = pytest.mark.unit
 

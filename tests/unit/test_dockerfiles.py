@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev import versions
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import spark
-from sluice_job.spec import PipelineSpec
 from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
@@ -164,16 +164,28 @@ def test_copy_sources_exist_and_are_in_the_build_context(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "extra"), [(OPERATOR, "operator"), (JOB, "job")], ids=["operator", "job"]
+    ("path", "distributions"),
+    [(OPERATOR, ["sluice-api", "sluice-operator"]), (JOB, ["sluice-api", "sluice-job"])],
+    ids=["operator", "job"],
 )
-def test_installed_extras_exist_in_pyproject(path: Path, extra: str) -> None:
+def test_each_image_installs_only_its_own_distributions(
+    path: Path, distributions: list[str]
+) -> None:
+    """The operator image carries the contract and the operator, the job image the
+    contract and the driver: never the other side, never the local stack."""
     installs = [r for s in parse(path).stages for r in s.all("RUN") if "uv pip install" in r]
     assert len(installs) == 1
     assert "--constraint constraints.txt" in installs[0]
-    extras = re.findall(r'"\.\[([\w,]+)\]"', installs[0])
-    assert extras == [extra]
-    defined = pyproject()["project"]["optional-dependencies"]  # type: ignore[index]
-    assert extra in defined
+    directories = re.findall(r"\s\./(\w+)", installs[0])
+    names = [
+        tomllib.loads((REPO_ROOT / d / "pyproject.toml").read_text())["project"]["name"]
+        for d in directories
+    ]
+    assert names == distributions
+    copied = {c.split()[0] for s in parse(path).stages for c in s.all("COPY") if "--from" not in c}
+    assert not any(source.startswith("stack") for source in copied), copied
+    other = "job" if "sluice-operator" in distributions else "operator"
+    assert not any(source.startswith(other) for source in copied), copied
 
 
 def test_the_operator_image_runs_what_the_chart_runs() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import REPO_ROOT
-from sluice_job.spec import PipelineSpec
 from sluice_operator import naming
 
 pytestmark = pytest.mark.unit

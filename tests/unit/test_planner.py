@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, plan
-from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
 
 pytestmark = pytest.mark.unit
 

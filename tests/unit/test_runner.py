@@ -9,12 +9,12 @@ from datetime import datetime
 
 import pytest
 
+from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
 from sluice_job.planner import Policy, Skip
 from sluice_job.runner import Committed, PhaseTimes, Runner
-from sluice_job.spec import OnOffsetOutOfRange, StartingOffsets
 
 pytestmark = pytest.mark.unit
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from sluice_api.spec import PipelineSpec
 from sluice_job.spark import spark_conf
-from sluice_job.spec import PipelineSpec
 
 pytestmark = pytest.mark.unit
 

@@ -32,6 +32,7 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import datastore
 from pyspark.sql import DataFrame, Row
 
+from sluice_api.spec import DatastoreSink as DatastoreSpec
 from sluice_job import logs
 from sluice_job.sinks.datastore_credentials import ServiceAccount
 from sluice_job.sinks.datastore_entities import (
@@ -44,7 +45,6 @@ from sluice_job.sinks.datastore_entities import (
 )
 from sluice_job.sinks.datastore_retry import NO_RETRY, Backoff, Retrying, is_transient, status
 from sluice_job.sinks.datastore_writes import chunks, supersedes
-from sluice_job.spec import DatastoreSink as DatastoreSpec
 
 EMULATOR_ENV: Final = "DATASTORE_EMULATOR_HOST"
 PROBE_KEY: Final = "sluice-probe"

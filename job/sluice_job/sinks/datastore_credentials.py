@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-ENV: Final = "SLUICE_SINK_DATASTORE_CREDENTIALS"
+from sluice_api import env
+
+ENV: Final = env.SINK_DATASTORE_CREDENTIALS
 SCOPES: Final = ("https://www.googleapis.com/auth/datastore",)
 REQUIRED: Final = ("client_email", "private_key", "token_uri")
 

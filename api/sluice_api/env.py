@@ -1,0 +1,33 @@
+"""The environment variables the operator sets on a driver container.
+
+The operator writes them (``sluice_operator.builders``), the driver reads them
+(``sluice_job.config``, ``sluice_job.driver``); one name each, here.
+"""
+
+from typing import Final
+
+CONFIG: Final = "SLUICE_CONFIG"
+"""The pipeline spec as JSON (camelCase, as in the manifest)."""
+PIPELINE: Final = "SLUICE_PIPELINE"
+NAMESPACE: Final = "SLUICE_NAMESPACE"
+EPOCH: Final = "SLUICE_EPOCH"
+"""The epoch this driver claims; a driver never commits under another."""
+CODE_VERSION: Final = "SLUICE_CODE_VERSION"
+METRICS_PORT: Final = "SLUICE_METRICS_PORT"
+TERMINATION_LOG: Final = "SLUICE_TERMINATION_LOG"
+SPARK_MASTER: Final = "SLUICE_SPARK_MASTER"
+SPARK_CONF: Final = "SLUICE_SPARK_CONF"
+"""JSON object of Spark settings the operator decides (executors on Kubernetes)."""
+
+# Credentials: ``<PREFIX>_USERNAME`` / ``<PREFIX>_PASSWORD`` from the Secret named in
+# the spec, set with secretKeyRef so the values never appear in the pod spec.
+KAFKA_CREDENTIALS: Final = "SLUICE_KAFKA"
+CHECKPOINT_CASSANDRA_CREDENTIALS: Final = "SLUICE_CHECKPOINT_CASSANDRA"
+SINK_CASSANDRA_CREDENTIALS: Final = "SLUICE_SINK_CASSANDRA"
+SINK_DATASTORE_CREDENTIALS: Final = "SLUICE_SINK_DATASTORE_CREDENTIALS"
+"""A path to a mounted service-account JSON file."""
+
+USERNAME_SUFFIX: Final = "_USERNAME"
+PASSWORD_SUFFIX: Final = "_PASSWORD"
+
+DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"

@@ -1,0 +1,62 @@
+"""Metric names both sides depend on: the driver's that the operator reads from a
+running driver (``sluice_operator.progress``) and that the alerts use, and the
+operator's per-pipeline series that the alerts use.
+
+Names are without Prometheus's ``_total`` suffix for counters, as
+``prometheus_client`` takes them. A unit test checks that every series the chart's
+alert rules name is one of these.
+"""
+
+from typing import Final
+
+# The driver's (sluice_job.metrics), every series labelled with ``pipeline``
+# (``namespace/name``).
+BATCHES: Final = "sluice_batches"
+RECORDS_IN: Final = "sluice_records_in"
+RECORDS_OUT: Final = "sluice_records_out"
+RECORDS_REJECTED: Final = "sluice_records_rejected"
+RECORDS_SKIPPED: Final = "sluice_records_skipped"
+BATCH_PHASE_SECONDS: Final = "sluice_batch_phase_seconds"
+BATCH_SECONDS: Final = "sluice_batch_seconds"
+CONSUMER_LAG: Final = "sluice_consumer_lag"
+LAST_COMMIT_TIMESTAMP: Final = "sluice_last_commit_timestamp_seconds"
+LAST_COMMITTED_BATCH: Final = "sluice_last_committed_batch_id"
+RECORDS_PER_PARTITION_CAP: Final = "sluice_records_per_partition_cap"
+COMMIT_CONFLICTS: Final = "sluice_commit_conflicts"
+BATCH_FAILURES: Final = "sluice_batch_failures"
+EPOCH: Final = "sluice_epoch"
+DRIVER_INFO: Final = "sluice_driver"
+
+PIPELINE_LABEL: Final = "pipeline"
+
+# The operator's (sluice_operator.metrics).
+OPERATOR_PIPELINE_PHASE: Final = "sluice_operator_pipeline_phase"
+OPERATOR_PIPELINE_TRANSITIONS: Final = "sluice_operator_pipeline_transitions"
+OPERATOR_PIPELINE_RESTARTS: Final = "sluice_operator_pipeline_restarts"
+OPERATOR_PIPELINE_EPOCH: Final = "sluice_operator_pipeline_epoch"
+OPERATOR_PIPELINE_TRIGGER: Final = "sluice_operator_pipeline_trigger_interval_seconds"
+
+DRIVER: Final = (
+    BATCHES,
+    RECORDS_IN,
+    RECORDS_OUT,
+    RECORDS_REJECTED,
+    RECORDS_SKIPPED,
+    BATCH_PHASE_SECONDS,
+    BATCH_SECONDS,
+    CONSUMER_LAG,
+    LAST_COMMIT_TIMESTAMP,
+    LAST_COMMITTED_BATCH,
+    RECORDS_PER_PARTITION_CAP,
+    COMMIT_CONFLICTS,
+    BATCH_FAILURES,
+    EPOCH,
+    DRIVER_INFO,
+)
+OPERATOR: Final = (
+    OPERATOR_PIPELINE_PHASE,
+    OPERATOR_PIPELINE_TRANSITIONS,
+    OPERATOR_PIPELINE_RESTARTS,
+    OPERATOR_PIPELINE_EPOCH,
+    OPERATOR_PIPELINE_TRIGGER,
+)

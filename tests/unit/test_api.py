@@ -1,0 +1,76 @@
+"""The contract package between operator and driver: what one side writes, the other
+reads back unchanged, and the alerts name only series the contract defines."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice_api import metrics, termination
+from sluice_api.exitcodes import ExitCode
+from sluice_api.termination import Termination
+from sluice_dev.paths import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+small = st.integers(min_value=0, max_value=2**40)
+offsets = st.dictionaries(
+    st.text(alphabet="abcdefghij-._", min_size=1, max_size=12),
+    st.dictionaries(st.integers(0, 99).map(str), small, max_size=4),
+    max_size=3,
+)
+
+
+@given(
+    code=st.sampled_from(list(ExitCode)),
+    reason=st.text(max_size=30),
+    message=st.text(max_size=50),
+    batch=st.none() | small,
+    epoch=st.none() | small,
+    held=st.none() | small,
+    positions=offsets,
+)
+def test_a_termination_message_reads_back_as_written(
+    code: ExitCode,
+    reason: str,
+    message: str,
+    batch: int | None,
+    epoch: int | None,
+    held: int | None,
+    positions: dict[str, dict[str, int]],
+) -> None:
+    written = Termination(code, reason, message, batch, epoch, positions, held_by_epoch=held)
+    assert termination.parse(written.to_json()) == written
+
+
+def test_offsets_that_do_not_fit_are_left_out_and_say_so() -> None:
+    many = {"t": {str(p): 10**12 + p for p in range(400)}}
+    written = Termination(ExitCode.FAILURE, "Failed", "x" * 5000, 7, 2, many)
+    text = written.to_json()
+    assert len(text.encode()) <= termination.LIMIT
+    read = termination.parse(text)
+    assert read is not None
+    assert (read.offsets, read.offsets_omitted) == ({}, True)
+    assert (read.last_batch_id, read.epoch, len(read.message)) == (7, 2, 1000)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "Error: OOMKilled", "[1, 2]", '{"exitCode": "x", "reason": "r"}', '{"reason": "r"}'],
+)
+def test_what_is_not_a_drivers_message_parses_to_none(text: str) -> None:
+    assert termination.parse(text) is None
+
+
+def test_the_alerts_name_only_series_of_the_contract() -> None:
+    rules = (REPO_ROOT / "charts" / "sluice" / "files" / "alerts.yaml").read_text()
+    named = set(re.findall(r"\b(sluice_[a-z_]*[a-z])\b", rules))
+    known = set(metrics.DRIVER) | set(metrics.OPERATOR)
+    suffixes = ("", "_total", "_bucket", "_sum", "_count")
+    unknown = {n for n in named if not any(n.removesuffix(s) in known for s in suffixes if s)}
+    unknown = {n for n in unknown if n not in known}
+    assert named, "the alert rules name sluice series"
+    assert not unknown, f"alert rules name series outside sluice_api.metrics: {sorted(unknown)}"
