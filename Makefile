@@ -45,8 +45,20 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-test: provision lint typecheck
-	$(BIN)/pytest
+# The whole suite, timed: pytest's summary ends with the wall clock of `make test` and
+# its parts (setup and provisioning, lint and typecheck, the tests), and the slowest
+# tests (--durations), so a growing suite shows where its time goes.
+PYTEST_ARGS ?= --durations=30
+test:
+	@started=$$(date +%s); \
+	$(MAKE) --no-print-directory provision || exit $$?; \
+	provisioned=$$(date +%s); \
+	$(MAKE) --no-print-directory lint typecheck || exit $$?; \
+	linted=$$(date +%s); \
+	SLUICE_TEST_STARTED=$$started \
+	SLUICE_TEST_PROVISION_SECONDS=$$((provisioned - started)) \
+	SLUICE_TEST_LINT_SECONDS=$$((linted - provisioned)) \
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -393,3 +394,23 @@ def promtool(layout: Layout) -> Path:
     from sluice_dev.servers import tools
 
     return _provisioned(tools.promtool(layout))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under `make test`: the wall clock of the whole command and of its parts."""
+    started = os.environ.get("SLUICE_TEST_STARTED")
+    if not started:
+        return
+    wall = time.time() - float(started)
+    provision = float(os.environ.get("SLUICE_TEST_PROVISION_SECONDS", "0"))
+    lint = float(os.environ.get("SLUICE_TEST_LINT_SECONDS", "0"))
+    tests = wall - provision - lint
+    terminalreporter.write_sep("=", "make test timing")
+    terminalreporter.write_line(
+        f"make test: {_minutes(wall)} wall clock: setup and provisioning {_minutes(provision)}, "
+        f"lint and typecheck {_minutes(lint)}, tests {_minutes(tests)}"
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
