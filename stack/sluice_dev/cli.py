@@ -3,6 +3,8 @@
 sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
 sluice-dev up [SERVER...]            start servers (and what they need); idempotent
 sluice-dev down [--purge]            stop everything the stack started
+sluice-dev stop SERVER [--kill]      stop one server, keeping its data
+sluice-dev restart SERVER [--down S] [--kill]   stop one server, wait S seconds, start it
 sluice-dev status                    health of every server; exit 1 if any is down
 sluice-dev env                       `export` lines for clients of the stack
 sluice-dev logs SERVER [-n N] [-f]   a server's log
@@ -59,6 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--purge", action="store_true", help="also delete data and configuration")
     cmd.set_defaults(run=_down)
 
+    cmd = sub.add_parser("stop", help="stop one server, keeping its data")
+    cmd.add_argument("server", choices=[s.name for s in registry.SERVERS])
+    cmd.add_argument("--kill", action="store_true", help="SIGKILL at once: a crash")
+    cmd.set_defaults(run=_stop)
+
+    cmd = sub.add_parser("restart", help="stop one server and start it again with its data")
+    cmd.add_argument("server", choices=[s.name for s in registry.SERVERS])
+    cmd.add_argument("--down", type=float, default=0.0, metavar="SECONDS", help="time down")
+    cmd.add_argument("--kill", action="store_true", help="SIGKILL instead of SIGTERM: a crash")
+    cmd.set_defaults(run=_restart)
+
     sub.add_parser("status", help="health of each server").set_defaults(run=_status)
     sub.add_parser("env", help="print export lines for clients").set_defaults(run=_env)
 
@@ -107,6 +120,18 @@ def _up(layout: Layout, args: argparse.Namespace) -> int:
 
 def _down(layout: Layout, args: argparse.Namespace) -> int:
     stack.down(layout, purge=args.purge)
+    return 0
+
+
+def _stop(layout: Layout, args: argparse.Namespace) -> int:
+    stack.stop(layout, args.server, kill=args.kill)
+    print(f"{args.server:<26} {'killed' if args.kill else 'stopped'}")
+    return 0
+
+
+def _restart(layout: Layout, args: argparse.Namespace) -> int:
+    seconds = stack.restart(layout, args.server, down_seconds=args.down, kill=args.kill)
+    print(f"{args.server} back in {seconds:.1f}s")
     return 0
 
 

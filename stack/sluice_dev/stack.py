@@ -83,13 +83,27 @@ def up(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> 
     _Starter(layout, servers, say).run()
 
 
-def stop(layout: Layout, name: str) -> None:
-    """Stop one server (not what requires it)."""
+def stop(layout: Layout, name: str, *, kill: bool = False) -> None:
+    """Stop one server (not what requires it): SIGTERM, or SIGKILL at once (a crash)."""
     server = registry.server(name)
     pid = procs.read_pid(layout.pidfile(name))
     if pid:
-        procs.terminate([pid], grace=server.stop_grace)
+        procs.terminate([pid], grace=0.0 if kill else server.stop_grace)
     layout.pidfile(name).unlink(missing_ok=True)
+
+
+def restart(
+    layout: Layout, name: str, *, down_seconds: float = 0.0, kill: bool = False, say: Say = print
+) -> float:
+    """Stop one server, keep it down ``down_seconds``, start it again with its data and
+    wait until it is healthy: a dependency outage for fault tests and the soak.
+    Returns the seconds from the stop to healthy again."""
+    began = time.monotonic()
+    stop(layout, name, kill=kill)
+    say(f"{name:<26} {'killed' if kill else 'stopped'}")
+    time.sleep(max(0.0, down_seconds - (time.monotonic() - began)))
+    up(layout, [name], say)
+    return time.monotonic() - began
 
 
 def down(layout: Layout, say: Say = print, *, purge: bool = False) -> None:

@@ -3,8 +3,11 @@ back with their key, value, partition and offset, and topics exist only when cre
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
@@ -18,6 +21,39 @@ def test_record_round_trips_through_the_broker(
     kafka_bootstrap: str, kafka_topic: Callable[..., str]
 ) -> None:
     topic = kafka_topic(partitions=3)
+    produce_two(kafka_bootstrap, topic)
+    received = consume(kafka_bootstrap, topic, 2)
+    assert [(m.topic(), m.partition(), m.offset(), m.key(), m.value()) for m in received] == [
+        (topic, 2, 0, b"page-1", b"first"),
+        (topic, 2, 1, b"page-1", b"second"),
+    ]
+
+
+def test_a_restarted_broker_keeps_its_records(
+    kafka_bootstrap: str, kafka_topic: Callable[..., str]
+) -> None:
+    """`sluice-dev restart kafka` (the soak's broker fault) stops the broker, keeps it
+    down, and starts it again with its log: records written before are read after."""
+    topic = kafka_topic(partitions=3)
+    produce_two(kafka_bootstrap, topic)
+    cli = Path(sys.executable).parent / "sluice-dev"
+    done = subprocess.run(
+        [str(cli), "restart", "kafka", "--down", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kafka back in" in done.stdout
+    received = consume(kafka_bootstrap, topic, 2)
+    assert [(m.partition(), m.offset(), m.value()) for m in received] == [
+        (2, 0, b"first"),
+        (2, 1, b"second"),
+    ]
+
+
+def produce_two(kafka_bootstrap: str, topic: str) -> None:
     delivered: list[Message] = []
 
     def on_delivery(err: KafkaError | None, msg: Message) -> None:
@@ -30,6 +66,8 @@ def test_record_round_trips_through_the_broker(
     assert producer.flush(DEADLINE_SECONDS) == 0, "records still queued after the deadline"
     assert [(m.partition(), m.offset()) for m in delivered] == [(2, 0), (2, 1)]
 
+
+def consume(kafka_bootstrap: str, topic: str, count: int) -> list[Message]:
     consumer = Consumer(
         {
             "bootstrap.servers": kafka_bootstrap,
@@ -42,7 +80,7 @@ def test_record_round_trips_through_the_broker(
     received: list[Message] = []
     deadline = time.monotonic() + DEADLINE_SECONDS
     try:
-        while len(received) < 2 and time.monotonic() < deadline:
+        while len(received) < count and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
@@ -50,11 +88,7 @@ def test_record_round_trips_through_the_broker(
             received.append(msg)
     finally:
         consumer.close()
-
-    assert [(m.topic(), m.partition(), m.offset(), m.key(), m.value()) for m in received] == [
-        (topic, 2, 0, b"page-1", b"first"),
-        (topic, 2, 1, b"page-1", b"second"),
-    ]
+    return received
 
 
 def test_broker_does_not_create_topics_on_demand(
