@@ -29,8 +29,8 @@ from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
 from sluice_api.spec import PipelineSpec
+from sluice_api.status import PipelineStatus
 from sluice_operator import naming
-from sluice_operator.model import Phase
 
 Schema = dict[str, Any]
 
@@ -312,68 +312,15 @@ def _field(kind: str, description: str, **extra: Any) -> Schema:
     return {"type": kind, "description": description, **extra}
 
 
-def _condition() -> Schema:
-    return _field(
-        "object",
-        "An observation of one aspect of the pipeline (Ready, Fenced, ...).",
-        required=["type", "status"],
-        properties={
-            "type": _field("string", "What the condition is about, e.g. Ready."),
-            "status": _field(
-                "string", "True, False or Unknown.", enum=["True", "False", "Unknown"]
-            ),
-            "reason": _field("string", "One CamelCase word saying why."),
-            "message": _field("string", "What happened, for humans."),
-            "lastTransitionTime": _field(
-                "string", "When the status last changed.", format="date-time"
-            ),
-            "observedGeneration": _field(
-                "integer", "The metadata.generation this condition is about.", minimum=0
-            ),
-        },
-    )
-
-
 def status_schema() -> Schema:
-    """What the operator writes. Unknown fields are kept: its bookkeeping lives there."""
-    return _field(
-        "object",
-        "Observed state, written by the operator (its write-ahead log: written before "
-        "it acts, so a restarted operator resumes where it stopped).",
-        **{"x-kubernetes-preserve-unknown-fields": True},
-        properties={
-            "phase": _field(
-                "string", "Lifecycle phase of the pipeline.", enum=[p.value for p in Phase]
-            ),
-            "epoch": _field(
-                "integer",
-                "Epoch of the current driver: increases with every driver pod, and "
-                "fences the drivers of older epochs out of the checkpoint store.",
-                minimum=0,
-            ),
-            "driverPod": _field("string", "Name of the current driver pod."),
-            "image": _field("string", "Job image of the current driver."),
-            "lastCommit": _field(
-                "object",
-                "The newest micro-batch whose offsets were committed.",
-                properties={
-                    "batchId": _field("integer", "Id of the batch.", minimum=0),
-                    "time": _field("string", "When it was committed.", format="date-time"),
-                },
-            ),
-            "restarts": _field("integer", "Driver pods restarted after a failure.", minimum=0),
-            "observedGeneration": _field(
-                "integer", "The metadata.generation the operator last acted on.", minimum=0
-            ),
-            "message": _field("string", "Why the pipeline is in its phase, for humans."),
-            "conditions": _field(
-                "array",
-                "Current conditions of the pipeline, one per type.",
-                items=_condition(),
-                **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-            ),
-        },
-    )
+    """The structural schema of ``status``, from ``sluice_api.status.PipelineStatus``:
+    every field the operator writes is described (and nothing else is kept)."""
+    raw = PipelineStatus.model_json_schema(by_alias=True)
+    result = structural(raw, raw.get("$defs", {}), "status")
+    conditions = result["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return result
 
 
 # -- the CRD --------------------------------------------------------------------------

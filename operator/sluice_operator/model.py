@@ -14,24 +14,19 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
+from sluice_api.status import Phase, StopReason
 from sluice_operator.progress import DriverProgress
 
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    STARTING = "Starting"
-    RUNNING = "Running"
-    UPGRADING = "Upgrading"
-    STOPPING = "Stopping"
-    SUSPENDED = "Suspended"
-    RECOVERING = "Recovering"
-    FAILED = "Failed"
-
-
-class StopReason(StrEnum):
-    UPGRADE = "upgrade"
-    SUSPEND = "suspend"
-    DELETE = "delete"
+__all__ = [
+    "LastCommit",
+    "NodeView",
+    "Observed",
+    "Phase",
+    "PodPhase",
+    "PodView",
+    "Status",
+    "StopReason",
+]
 
 
 class PodPhase(StrEnum):

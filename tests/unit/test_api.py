@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice_api import metrics, termination
+from sluice_api import metrics, status, termination
 from sluice_api.exitcodes import ExitCode
+from sluice_api.status import Phase, PipelineStatus, StopReason
 from sluice_api.termination import Termination
 from sluice_dev.paths import REPO_ROOT
+from sluice_operator.model import LastCommit, Status
 
 pytestmark = pytest.mark.unit
 
@@ -74,3 +76,26 @@ def test_the_alerts_name_only_series_of_the_contract() -> None:
     unknown = {n for n in unknown if n not in known}
     assert named, "the alert rules name sluice series"
     assert not unknown, f"alert rules name series outside sluice_api.metrics: {sorted(unknown)}"
+
+
+def test_every_status_field_the_operator_writes_is_in_the_status_model() -> None:
+    """The CRD's status schema comes from ``PipelineStatus`` and keeps nothing else: a
+    field the operator wrote outside it would be pruned by the API server, and lost."""
+    written = Status(
+        phase=Phase.UPGRADING,
+        epoch=3,
+        driver_pod="p-driver-3",
+        image="job:v2",
+        spec_hash="abc",
+        stop_reason=StopReason.UPGRADE,
+        failures=1,
+        next_start_at="2026-11-24T01:00:00+00:00",
+        restarts=2,
+        observed_generation=4,
+        last_commit=LastCommit(7, "2026-11-24T01:00:00+00:00"),
+        message="upgrading",
+        conditions=({"type": "Ready", "status": "False", "reason": "Upgrading"},),
+    ).to_patch()
+    assert set(written) == status.wire_fields()
+    model = PipelineStatus.model_validate(written)
+    assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == written

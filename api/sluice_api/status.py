@@ -1,0 +1,123 @@
+"""The StreamingPipeline ``status``: every field the operator writes, as one model.
+
+The operator writes it (its write-ahead log: written before it acts, so a restarted
+operator resumes where it stopped) and the CRD's status schema is generated from it,
+so ``kubectl explain streamingpipelines.status`` documents every field and the API
+server keeps nothing it does not describe. The lifecycle phases and stop reasons live
+here too: users and alerts read them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    UPGRADING = "Upgrading"
+    STOPPING = "Stopping"
+    SUSPENDED = "Suspended"
+    RECOVERING = "Recovering"
+    FAILED = "Failed"
+
+
+class StopReason(StrEnum):
+    UPGRADE = "upgrade"
+    SUSPEND = "suspend"
+    DELETE = "delete"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class LastCommit(_Model):
+    """The newest micro-batch whose offsets were committed."""
+
+    batch_id: int = Field(ge=0, description="Id of the batch.")
+    time: str = Field(
+        description="When it was committed.", json_schema_extra={"format": "date-time"}
+    )
+
+
+class Condition(_Model):
+    """An observation of one aspect of the pipeline (Ready, Fenced, ...)."""
+
+    type: str = Field(description="What the condition is about, e.g. Ready.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="One CamelCase word saying why.")
+    message: str | None = Field(default=None, description="What happened, for humans.")
+    last_transition_time: str | None = Field(
+        default=None,
+        description="When the status last changed.",
+        json_schema_extra={"format": "date-time"},
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The metadata.generation this condition is about."
+    )
+
+
+class PipelineStatus(_Model):
+    """Observed state, written by the operator (its write-ahead log: written before it acts, so a restarted operator resumes where it stopped)."""  # noqa: E501
+
+    phase: Phase | None = Field(default=None, description="Lifecycle phase of the pipeline.")
+    epoch: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Epoch of the current driver: increases with every driver pod, and fences the "
+            "drivers of older epochs out of the checkpoint store."
+        ),
+    )
+    driver_pod: str | None = Field(default=None, description="Name of the current driver pod.")
+    image: str | None = Field(default=None, description="Job image of the current driver.")
+    spec_hash: str | None = Field(
+        default=None,
+        description=(
+            "Hash of the spec fields the current driver was started with; a change of "
+            "them is an upgrade (clean stop, then a new driver)."
+        ),
+    )
+    stop_reason: StopReason | None = Field(
+        default=None,
+        description="Why the operator asked the current driver to stop, while it stops.",
+    )
+    failures: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Failed drivers in a row; reset once a driver has run stably. The pipeline is "
+            "Failed when it reaches spec.restart.maxFailures."
+        ),
+    )
+    next_start_at: str | None = Field(
+        default=None,
+        description="When the next driver may start (restart backoff).",
+        json_schema_extra={"format": "date-time"},
+    )
+    restarts: int | None = Field(
+        default=None, ge=0, description="Driver pods restarted after a failure."
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The metadata.generation the operator last acted on."
+    )
+    last_commit: LastCommit | None = Field(
+        default=None, description="The newest micro-batch whose offsets were committed."
+    )
+    message: str | None = Field(
+        default=None, description="Why the pipeline is in its phase, for humans."
+    )
+    conditions: list[Condition] | None = Field(
+        default=None, description="Current conditions of the pipeline, one per type."
+    )
+
+
+def wire_fields() -> frozenset[str]:
+    """The camelCase names of every status field."""
+    return frozenset(field.alias or name for name, field in PipelineStatus.model_fields.items())
