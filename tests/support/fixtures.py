@@ -1,0 +1,355 @@
+"""The local stack's fixtures, for the integration and e2e suites: servers brought up
+once per test run, on first use, and per-test isolation (a fresh Kafka topic,
+Cassandra keyspace or Kubernetes namespace each).
+
+Servers start on first use, so a Kafka test starts only Kafka. Servers already up
+(say, left running by ``make demo``) are reused and left running; those the run
+started are stopped at its end. ``tests/integration/conftest.py`` and
+``tests/e2e/conftest.py`` bring these in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_dev import registry
+from sluice_dev import stack as local_stack
+from sluice_dev.paths import Layout
+
+
+class StackServers:
+    """Starts servers of the local stack on first use, once per test run, and stops
+    at the end exactly those it started (a stack left up by ``make demo`` stays up)."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.started: set[str] = set()
+
+    def ensure(self, *names: str) -> Layout:
+        wanted = local_stack.with_requirements(names)
+        down = [s.name for s in wanted if not local_stack.health(s, self.layout).healthy]
+        if down:
+            local_stack.up(self.layout, down, say=lambda _line: None)
+            self.started.update(down)
+        return self.layout
+
+    def stop_started(self) -> None:
+        for server in reversed(local_stack.with_requirements(self.started)):
+            if server.name in self.started:
+                local_stack.stop(self.layout, server.name)
+
+
+@pytest.fixture(scope="session")
+def servers(layout: Layout) -> Iterator[StackServers]:
+    """Set ``SLUICE_KEEP_STACK=1`` to leave started servers running after the run
+    (for several test runs at once on one machine, which share the stack's ports)."""
+    manager = StackServers(layout)
+    yield manager
+    if not os.environ.get("SLUICE_KEEP_STACK"):
+        manager.stop_started()
+
+
+@pytest.fixture(scope="session")
+def stack(servers: StackServers) -> Layout:
+    """Every server of the local stack, healthy."""
+    return servers.ensure(*(s.name for s in registry.SERVERS))
+
+
+# -- Kafka -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(servers: StackServers) -> str:
+    from sluice_dev.servers import kafka
+
+    servers.ensure(kafka.NAME)
+    return kafka.BOOTSTRAP
+
+
+@pytest.fixture
+def kafka_topic(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., str]]:
+    """Factory: ``kafka_topic(partitions=4)`` creates a fresh topic, returns its name
+    once every partition has a leader, and deletes the topics after the test."""
+    # NewTopic is missing from the package's stubs, not from the package.
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    from tests.support.waiting import wait_for
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created: list[str] = []
+
+    def make(partitions: int = 4, **config: str) -> str:
+        name = unique_name("t")
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)
+        admin.create_topics([topic], operation_timeout=30)[name].result(timeout=30)
+        created.append(name)
+
+        def ready() -> bool:
+            found = admin.list_topics(topic=name, timeout=5).topics.get(name)
+            if found is None or found.error is not None:
+                return False
+            leaders = [p.leader for p in found.partitions.values()]
+            return len(leaders) == partitions and all(leader >= 0 for leader in leaders)
+
+        wait_for(ready, timeout=30, what=f"topic {name} to have a leader per partition")
+        return name
+
+    yield make
+    if created:
+        for future in admin.delete_topics(created, operation_timeout=30).values():
+            future.result(timeout=30)
+
+
+# -- Cassandra ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cassandra_contact(servers: StackServers) -> str:
+    from sluice_dev import ports
+
+    servers.ensure("cassandra")
+    return f"{ports.HOST}:{ports.CASSANDRA_NATIVE}"
+
+
+@pytest.fixture(scope="session")
+def cassandra(cassandra_contact: str) -> Iterator[Any]:
+    """A session to the stack's Cassandra node (cassandra-driver)."""
+    from sluice_job.cassandra_session import connect
+
+    cluster, session = connect([cassandra_contact], None, timeout=30)
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture
+def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A fresh keyspace (SimpleStrategy, RF 1), dropped after the test."""
+    name = unique_name("ks").replace("-", "_")[:48]
+    cassandra.execute(
+        f"CREATE KEYSPACE {name} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        timeout=60,
+    )
+    yield name
+    cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
+# -- Datastore ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def datastore_host(servers: StackServers) -> str:
+    """``host:port`` of the stack's Datastore API server: a DATASTORE_EMULATOR_HOST."""
+    from sluice_dev.servers import datastore
+
+    servers.ensure(datastore.NAME)
+    return datastore.HOST
+
+
+@pytest.fixture
+def datastore_project(datastore_host: str, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A Datastore project of this test alone (its data, faults and call counters on the
+    shared server), forgotten afterwards."""
+    from sluice_dev.datastore import remote
+
+    project = unique_name("ds")
+    yield project
+    remote.forget(project)
+
+
+# -- Kubernetes -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kube_stack(servers: StackServers) -> Layout:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler, healthy."""
+    return servers.ensure("kube-controller-manager", "kube-scheduler")
+
+
+@pytest.fixture(scope="session")
+def agent_stack(servers: StackServers, kube_stack: Layout) -> Layout:
+    """The control plane plus the stack's node agent (nodes sluice-node-a and -b)."""
+    return servers.ensure("node-agent")
+
+
+@pytest.fixture(scope="session")
+def core(kube_stack: Layout) -> Any:
+    """The core API (kubernetes client ``CoreV1Api``) as the stack's admin."""
+    from kubernetes import config
+    from kubernetes.client import CoreV1Api
+
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    return CoreV1Api(client)
+
+
+@pytest.fixture
+def namespace(core: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A fresh namespace, deleted after the test."""
+    from kubernetes.client import V1Namespace
+
+    name = unique_name("ns")[:63].rstrip("-")
+    core.create_namespace(V1Namespace.model_validate({"metadata": {"name": name}}))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def private_agent(kube_stack: Layout, core: Any, tmp_path: Path) -> Iterator[Any]:
+    """A node agent of this test alone, with one tainted node it may partition."""
+    from tests.support.agents import private_agent as start
+
+    with start(kube_stack, core, tmp_path) as agent:
+        yield agent
+
+
+@pytest.fixture(scope="session")
+def custom(kube_stack: Layout) -> Any:
+    """The custom-objects API (kubernetes client ``CustomObjectsApi``) as admin."""
+    from kubernetes import config
+    from kubernetes.client import CustomObjectsApi
+
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    return CustomObjectsApi(client)
+
+
+@pytest.fixture(scope="session")
+def sluice_crd(kube_stack: Layout, custom: Any) -> str:
+    """The committed CRD, applied server-side (as ``kubectl apply`` users do),
+    Established and served. Left installed: other tests and sessions share it."""
+    import subprocess
+
+    from kubernetes import config
+    from kubernetes.client import ApiextensionsV1Api
+    from kubernetes.client.exceptions import ApiException
+
+    from sluice_dev.paths import REPO_ROOT
+    from sluice_dev.servers import kube
+    from sluice_operator import crd, naming
+    from tests.support.waiting import wait_for
+
+    path = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
+    applied = subprocess.run(
+        [
+            str(kube.kubectl(kube_stack)),
+            f"--kubeconfig={kube_stack.kubeconfig}",
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=sluice-tests",
+            "-f",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    extensions = ApiextensionsV1Api(client)
+
+    def established() -> bool:
+        status = extensions.read_custom_resource_definition(crd.NAME).status
+        conditions = (status.conditions if status else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    def served() -> bool:  # 404/429 for a moment after Established
+        try:
+            custom.list_cluster_custom_object(naming.GROUP, naming.VERSION, naming.PLURAL)
+        except ApiException:
+            return False
+        return True
+
+    wait_for(established, timeout=60, what=f"CRD {crd.NAME} Established")
+    wait_for(served, timeout=60, what="the StreamingPipeline API to be served")
+    return crd.NAME
+
+
+@pytest.fixture(scope="session")
+def standin_image(agent_stack: Layout) -> str:
+    """Pods of this image run the stand-in driver (tests/support/standin)."""
+    from sluice_dev.servers import nodeagent
+    from tests.support.operator import STANDIN_IMAGE, STANDIN_ROOT
+
+    nodeagent.register_image(agent_stack, STANDIN_IMAGE, STANDIN_ROOT)
+    return STANDIN_IMAGE
+
+
+@pytest.fixture
+def operators(kube_stack: Layout, namespace: str, tmp_path: Path) -> Iterator[Any]:
+    """Starts operator processes watching the test's namespace; kills them after."""
+    from tests.support.operator import Operators
+
+    started = Operators(kube_stack, namespace, tmp_path)
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture
+def pipeline(sluice_crd: str, custom: Any, core: Any, namespace: str) -> Any:
+    """A StreamingPipeline name in the test's namespace, with API helpers."""
+    from tests.support.operator import Pipeline
+
+    return Pipeline(custom, core, namespace, "kpis")
+
+
+# -- the driver --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_jars(layout: Layout) -> tuple[Path, ...]:
+    from sluice_dev import stack as provisioning
+    from sluice_dev.servers.spark import NAME, spark_jars
+
+    provisioning.provision(layout, [NAME], say=lambda _line: None)
+    return tuple(spark_jars(layout))
+
+
+@pytest.fixture(scope="session")
+def spark_session(spark_jars: tuple[Path, ...]) -> Iterator[Any]:
+    """A local[2] SparkSession with Spark's Kafka source, bound to loopback only.
+    Python workers run this interpreter, so they import the project's packages."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("sluice-tests")
+        .config("spark.jars", ",".join(str(jar) for jar in spark_jars))
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def events_table(cassandra: Any, cassandra_keyspace: str) -> str:
+    """The tagged events table in the test's keyspace; returns the keyspace."""
+    from tests.support.transforms import EVENTS_TABLE
+
+    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    return cassandra_keyspace
+
+
+@pytest.fixture
+def driver(
+    tmp_path: Path, spark_jars: tuple[Path, ...], unique_name: Callable[[str], str]
+) -> Iterator[Any]:
+    """Starts real driver processes for one pipeline; kills leftovers afterwards."""
+    from tests.support.driver import Driver
+
+    harness = Driver(tmp_path, unique_name("p")[:50], spark_jars=spark_jars)
+    yield harness
+    harness.stop_all()
