@@ -29,7 +29,8 @@ from sluice_job.execute import SparkExecutor
 from sluice_job.groupoffsets import GroupOffsets, group_name
 from sluice_job.kafka_config import KafkaAccess
 from sluice_job.planner import OffsetOutOfRangeError, Policy
-from sluice_job.runner import Observer, Observers, Progress, Runner
+from sluice_job.ports import Observer, Observers
+from sluice_job.runner import Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from sluice_job import failpoints, reader, transform
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetters, Reject
-from sluice_job.runner import PhaseTimes
+from sluice_job.ports import PhaseTimes
 from sluice_job.transform import TransformFn
 from sluice_job.write_order import write_version
 

@@ -5,6 +5,9 @@ write and commit, committing). Each phase announces itself with a ``phase`` log
 line, and ``SLUICE_FAILPOINTS="after_write=2.5,after_commit=1"`` makes the driver
 sleep that many seconds at the named point, widening the window a test aims at.
 Unset (always, in production) it costs one dictionary lookup per point.
+
+The loop itself has no failpoint calls: ``announce`` wraps its ports and announces
+the points between them.
 """
 
 from __future__ import annotations

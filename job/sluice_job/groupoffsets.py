@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sluice_job import logs
-from sluice_job.runner import Committed, NoObserver
+from sluice_job.ports import Committed, NoObserver
 
 
 def group_name(namespace: str, pipeline: str) -> str:

@@ -29,7 +29,7 @@ from sluice_api import metrics as names
 from sluice_job import logs
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
-from sluice_job.runner import Committed
+from sluice_job.ports import Committed
 
 SECONDS_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 PIPELINE: Final = ("pipeline",)

@@ -1,4 +1,4 @@
-"""The micro-batch loop (DESIGN.md, "The micro-batch loop").
+"""The micro-batch loop (docs/design.md): plan -> write -> commit, one batch at a time.
 
     claim(epoch) -> recover a planned batch, if any -> loop:
         plan (pure) -> write the plan ahead -> read, transform, write -> commit
@@ -6,9 +6,9 @@
 
 One batch is in flight at a time; any failure ends the loop before another batch is
 planned (fail-fast), so nothing is committed past a failed batch. The runner holds
-no Spark or Cassandra code: it drives three ports (checkpoint store, watermark
-reader, batch executor) that the entry point wires to the real ones, and tells an
-:class:`Observer` (metrics, the informative Kafka consumer group) what happened.
+no Spark or Cassandra code: it drives the ports of ``ports`` (checkpoint store,
+watermark reader, batch executor) and tells an observer what happened. A batch's
+timing lives in ``batch``, its failpoints in ``announce`` (wrappers of the ports).
 
 With backpressure on, each plan uses the cap the estimator (``backpressure``) drew
 from the batches before it, except the driver's first: it warms up the JVM (class
@@ -21,117 +21,28 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Protocol
 
 from sluice_api.spec import OnOffsetOutOfRange
-from sluice_job import failpoints, logs, offsets
+from sluice_job import announce, logs, offsets
 from sluice_job.backpressure import Estimate, Observation, RateControl
-from sluice_job.checkpoint import Batch, Checkpoint, FencedError
-from sluice_job.offsets import Positions, TopicPartition, Watermarks
-from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, Skip, plan
+from sluice_job.batch import BatchRun, log_fields
+from sluice_job.checkpoint import Batch, FencedError
+from sluice_job.offsets import TopicPartition, Watermarks
+from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, plan
+from sluice_job.ports import (
+    Committed,
+    Executor,
+    NoObserver,
+    Observer,
+    Observers,
+    PhaseTimes,
+    Store,
+    WatermarkSource,
+)
 
-
-class Store(Protocol):
-    def claim(self, epoch: int) -> Checkpoint: ...
-    def plan(self, batch: Batch) -> None: ...
-    def commit(self, batch: Batch, started_at: datetime) -> float:
-        """Commit ``batch``; returns the seconds its LWT took."""
-        ...
-
-    def release(self) -> bool: ...
-
-
-class WatermarkSource(Protocol):
-    def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]: ...
-
-
-@dataclass(frozen=True)
-class PhaseTimes:
-    """Seconds per phase of an executed batch, and its record counts."""
-
-    read: float
-    transform: float
-    write: float
-    records_out: int
-    records_in: int = 0
-    records_rejected: int = 0
-    dead_letter: float = 0.0
-
-
-class Executor(Protocol):
-    def execute(self, batch: Batch, epoch: int) -> PhaseTimes: ...
-
-
-@dataclass(frozen=True)
-class Committed:
-    """A committed batch as the observers see it."""
-
-    batch: Batch
-    times: PhaseTimes | None
-    commit_seconds: float
-    """The commit LWT and the batch-history row."""
-    batch_seconds: float
-    commit_lwt_seconds: float = 0.0
-    """The commit LWT alone."""
-    plan_seconds: float = 0.0
-    """The write-ahead plan LWT (0 for a batch planned by an earlier driver)."""
-
-
-class Observer(Protocol):
-    """Told what the loop does; must not raise (it only watches)."""
-
-    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None: ...
-    def cap(self, records_per_partition: int) -> None: ...
-    def skipped(self, skip: Skip) -> None: ...
-    def committed(self, done: Committed) -> None: ...
-    def failed(self, *, fenced: bool) -> None: ...
-
-
-class NoObserver:
-    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
-        pass
-
-    def cap(self, records_per_partition: int) -> None:
-        pass
-
-    def skipped(self, skip: Skip) -> None:
-        pass
-
-    def committed(self, done: Committed) -> None:
-        pass
-
-    def failed(self, *, fenced: bool) -> None:
-        pass
-
-
-@dataclass(frozen=True)
-class Observers:
-    """Several observers as one, told in order."""
-
-    members: tuple[Observer, ...]
-
-    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
-        for member in self.members:
-            member.lag(marks, positions)
-
-    def cap(self, records_per_partition: int) -> None:
-        for member in self.members:
-            member.cap(records_per_partition)
-
-    def skipped(self, skip: Skip) -> None:
-        for member in self.members:
-            member.skipped(skip)
-
-    def committed(self, done: Committed) -> None:
-        for member in self.members:
-            member.committed(done)
-
-    def failed(self, *, fenced: bool) -> None:
-        for member in self.members:
-            member.failed(fenced=fenced)
+__all__ = ["Committed", "Observer", "Observers", "PhaseTimes", "Progress", "Runner"]
 
 
 @dataclass
@@ -165,6 +76,9 @@ class Runner:
     _estimate: Estimate = field(init=False)
     _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
     _warmed_up: bool = field(init=False, default=False)
+    _store: Store = field(init=False)
+    """``store`` announcing the failpoints between the loop's steps."""
+    _executor: Executor = field(init=False)
 
     def __post_init__(self) -> None:
         first = self.initial_cap or self.policy.max_records_per_partition
@@ -172,7 +86,9 @@ class Runner:
 
     def run(self) -> None:
         """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
-        checkpoint = self.store.claim(self.epoch)
+        self._store = announce.AnnouncingStore(self.store)
+        self._executor = announce.AnnouncingExecutor(self.executor)
+        checkpoint = self._store.claim(self.epoch)
         self.progress.batch_id = checkpoint.batch_id
         self.progress.positions = dict(checkpoint.positions)
         logs.event(
@@ -194,7 +110,7 @@ class Runner:
             batch = self._next_batch()
             if batch is not None:
                 self._run_batch(batch, planned_ahead=False)
-        self.store.release()
+        self._store.release()
         logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
     @property
@@ -224,45 +140,24 @@ class Runner:
             raise
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
-        started_at, started = datetime.now(UTC), self.clock()
+        run = BatchRun(batch, self.clock)
         if batch.ranges and not planned_ahead:
-            self.store.plan(batch)
-        planned = self.clock() - started
-        times = self.executor.execute(batch, self.epoch) if batch.ranges else None
-        failpoints.phase("after_write", batch.batch_id)
-        failpoints.phase("commit", batch.batch_id)
-        commit_started = self.clock()
-        lwt = self.store.commit(batch, started_at)
-        commit = self.clock() - commit_started
+            run.timed("plan", lambda: self._store.plan(batch))
+        times = self._executor.execute(batch, self.epoch) if batch.ranges else None
+        lwt = run.timed("commit", lambda: self._store.commit(batch, run.started_at))
+        self._advance(batch)
+        self._report(run.committed(times, lwt), recovered=planned_ahead)
+
+    def _advance(self, batch: Batch) -> None:
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
         self.progress.batches += 1
         self.progress.records += batch.records
-        done = Committed(batch, times, commit, self.clock() - started, lwt, planned)
-        self._report(done, planned_ahead)
 
-    def _report(self, done: Committed, recovered: bool) -> None:
-        batch, times = done.batch, done.times
+    def _report(self, done: Committed, *, recovered: bool) -> None:
         self.observer.committed(done)
         self.observer.lag(self._marks, self.progress.positions)
-        logs.event(
-            "batch",
-            batch_id=batch.batch_id,
-            epoch=self.epoch,
-            recovered=recovered,
-            ranges=offsets.ranges_json(batch.ranges),
-            records=batch.records,
-            records_out=times.records_out if times else 0,
-            rejected=times.records_rejected if times else 0,
-            read_s=round(times.read, 4) if times else 0.0,
-            transform_s=round(times.transform, 4) if times else 0.0,
-            dead_letter_s=round(times.dead_letter, 4) if times else 0.0,
-            write_s=round(times.write, 4) if times else 0.0,
-            commit_s=round(done.commit_seconds, 4),
-            commit_lwt_s=round(done.commit_lwt_seconds, 4),
-            plan_s=round(done.plan_seconds, 4),
-            batch_s=round(done.batch_seconds, 4),
-        )
-        self._observe_rate(batch, done.batch_seconds)
+        logs.event("batch", **log_fields(done, epoch=self.epoch, recovered=recovered))
+        self._observe_rate(done.batch, done.batch_seconds)
 
     def _observe_rate(self, batch: Batch, seconds: float) -> None:
         if self.rate is None or not batch.ranges:

@@ -14,7 +14,7 @@ from sluice_job.checkpoint import Batch
 from sluice_job.metrics import Endpoint, PrometheusObserver
 from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
 from sluice_job.planner import Skip
-from sluice_job.runner import Committed, PhaseTimes
+from sluice_job.ports import Committed, PhaseTimes
 
 pytestmark = pytest.mark.unit
 TP0, TP1 = TopicPartition("ui-events", 0), TopicPartition("ui-events", 1)

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from sluice_job.checkpoint import Batch
 from sluice_job.metrics import PrometheusObserver
 from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
-from sluice_job.runner import Committed
+from sluice_job.ports import Committed
 from sluice_operator.progress import parse
 
 pytestmark = pytest.mark.unit

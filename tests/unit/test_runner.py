@@ -14,7 +14,8 @@ from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
 from sluice_job.planner import Policy, Skip
-from sluice_job.runner import Committed, PhaseTimes, Runner
+from sluice_job.ports import Committed, PhaseTimes
+from sluice_job.runner import Runner
 
 pytestmark = pytest.mark.unit
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -1,0 +1,74 @@
+"""One micro-batch as it runs: its plan, when it started, how long each step took.
+
+The runner reads as plan -> write -> commit; the clock readings and the arithmetic
+of phase times live here, in one place, and so does the shape of the ``batch`` log
+line that every committed batch writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sluice_job import offsets
+from sluice_job.checkpoint import Batch
+from sluice_job.ports import Committed, PhaseTimes
+
+T = TypeVar("T")
+
+
+@dataclass
+class BatchRun:
+    """A batch from its start to its commit, timed by ``clock`` (seconds)."""
+
+    batch: Batch
+    clock: Callable[[], float]
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Seconds of the steps the runner timed: ``plan`` and ``commit``."""
+    _started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._started = self.clock()
+
+    def timed(self, step: str, call: Callable[[], T]) -> T:
+        """Run ``call`` and record how long it took as ``step``."""
+        began = self.clock()
+        try:
+            return call()
+        finally:
+            self.seconds[step] = self.seconds.get(step, 0.0) + self.clock() - began
+
+    def committed(self, times: PhaseTimes | None, commit_lwt_seconds: float) -> Committed:
+        return Committed(
+            self.batch,
+            times,
+            commit_seconds=self.seconds.get("commit", 0.0),
+            batch_seconds=self.clock() - self._started,
+            commit_lwt_seconds=commit_lwt_seconds,
+            plan_seconds=self.seconds.get("plan", 0.0),
+        )
+
+
+def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any]:
+    """The fields of a committed batch's ``batch`` log line."""
+    batch, times = done.batch, done.times
+    return {
+        "batch_id": batch.batch_id,
+        "epoch": epoch,
+        "recovered": recovered,
+        "ranges": offsets.ranges_json(batch.ranges),
+        "records": batch.records,
+        "records_out": times.records_out if times else 0,
+        "rejected": times.records_rejected if times else 0,
+        "read_s": round(times.read, 4) if times else 0.0,
+        "transform_s": round(times.transform, 4) if times else 0.0,
+        "dead_letter_s": round(times.dead_letter, 4) if times else 0.0,
+        "write_s": round(times.write, 4) if times else 0.0,
+        "commit_s": round(done.commit_seconds, 4),
+        "commit_lwt_s": round(done.commit_lwt_seconds, 4),
+        "plan_s": round(done.plan_seconds, 4),
+        "batch_s": round(done.batch_seconds, 4),
+    }
