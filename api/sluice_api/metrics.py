@@ -26,6 +26,11 @@ COMMIT_CONFLICTS: Final = "sluice_commit_conflicts"
 BATCH_FAILURES: Final = "sluice_batch_failures"
 EPOCH: Final = "sluice_epoch"
 DRIVER_INFO: Final = "sluice_driver"
+DEPENDENCY_AVAILABLE: Final = "sluice_dependency_available"
+"""1 while the driver reaches ``dependency`` (cassandra, kafka, datastore), 0 while it
+waits for it to come back; labelled ``pipeline`` and ``dependency``."""
+DEPENDENCY_RETRIES: Final = "sluice_dependency_retries"
+DEPENDENCY_LABEL: Final = "dependency"
 
 PIPELINE_LABEL: Final = "pipeline"
 
@@ -52,6 +57,8 @@ DRIVER: Final = (
     BATCH_FAILURES,
     EPOCH,
     DRIVER_INFO,
+    DEPENDENCY_AVAILABLE,
+    DEPENDENCY_RETRIES,
 )
 OPERATOR: Final = (
     OPERATOR_PIPELINE_PHASE,

@@ -63,7 +63,7 @@ def connect(
     cluster = Cluster(
         contact_points=contact_points(points),
         protocol_version=ProtocolVersion.V5,
-        reconnection_policy=ExponentialReconnectionPolicy(0.5, 10.0),
+        reconnection_policy=ExponentialReconnectionPolicy(0.5, 2.0),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         auth_provider=auth,
         connect_timeout=timeout,

@@ -115,6 +115,8 @@ class CheckpointStore:
     commit_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
     _epoch: int | None = None
     _batch_id: int = 0
+    _committed: Batch | None = None
+    """The last batch this driver committed (its LWT applied)."""
     _statements: dict[str, PreparedStatement] = field(default_factory=dict)
 
     # -- schema ----------------------------------------------------------------
@@ -179,6 +181,8 @@ class CheckpointStore:
         try:
             applied = self._lwt("plan", params).was_applied
         except UNCERTAIN:
+            applied = False
+        if not applied:  # maybe an earlier attempt of this driver applied it unseen
             current = self.load(serial=True)
             applied = current.owner == self.owner and current.planned == batch
         if not applied:
@@ -187,7 +191,14 @@ class CheckpointStore:
     def commit(self, batch: Batch, started_at: datetime) -> float:
         """Record ``batch`` as done: positions move on, only if we still own the
         pipeline and ``batch`` follows the last committed batch. Returns the seconds
-        the commit LWT took (the history row that follows is not part of it)."""
+        the commit LWT took (the history row that follows is not part of it).
+
+        Safe to call again for the same batch after an outage: a batch this driver
+        already committed (the LWT applied, the history row did not) only gets its
+        history row, and an LWT that applied unseen is recognised by a serial read."""
+        if self._committed == batch:
+            self._record_committed(batch, self._require_claim(), started_at)
+            return 0.0
         epoch = self._require_next(batch)
         started = time.perf_counter()
         params = (
@@ -206,14 +217,20 @@ class CheckpointStore:
         try:
             applied = self._lwt("commit", params).was_applied
         except UNCERTAIN:
+            applied = False
+        if not applied:  # maybe an earlier attempt of this driver applied it unseen
             current = self.load(serial=True)
             applied = current.owner == self.owner and current.batch_id == batch.batch_id
         lwt = time.perf_counter() - started
         self.commit_seconds.append(lwt)
         if not applied:
             self._raise_lost_ownership(batch.batch_id)
-        self._batch_id = batch.batch_id
+        self._batch_id, self._committed = batch.batch_id, batch
         failpoints.phase("after_commit", batch.batch_id)
+        self._record_committed(batch, epoch, started_at)
+        return lwt
+
+    def _record_committed(self, batch: Batch, epoch: int, started_at: datetime) -> None:
         self._record(
             batch.batch_id,
             epoch,
@@ -223,7 +240,6 @@ class CheckpointStore:
             batch.records,
             started_at,
         )
-        return lwt
 
     def release(self) -> bool:
         """Mark a clean stop; ``False`` if a newer epoch took over meanwhile."""

@@ -19,7 +19,7 @@ from sluice_api import env as env_names
 from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
-from sluice_job import deadletter, logs, metrics, offsets, spark, transform
+from sluice_job import deadletter, logs, metrics, offsets, outages, spark, transform
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import CheckpointError, CheckpointStore, FencedError
@@ -67,9 +67,13 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     prometheus = _metrics(cfg)
     function = transform.load(spec.transform.entrypoint)
     checkpoint = spec.checkpoint.cassandra
-    cluster, session = connect(
-        checkpoint.contact_points,
-        Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS),
+    credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
+    # A dependency that is away at start-up is waited for, as during a batch: a
+    # driver that exited instead would cost a new epoch per attempt.
+    cluster, session = outages.through_outages(
+        "connect to the checkpoint store",
+        lambda: connect(checkpoint.contact_points, credentials),
+        prometheus,
     )
     store = CheckpointStore(
         session,
@@ -78,9 +82,11 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         cfg.code_version,
         history_ttl=checkpoint.history_ttl_seconds,
     )
-    store.ensure_schema()
+    outages.through_outages("checkpoint schema", store.ensure_schema, prometheus)
     kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
-    dead_letters = _dead_letters(cfg, env)
+    dead_letters = outages.through_outages(
+        "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
+    )
     sink = _sink(cfg)
     session_conf = spark.spark_conf(
         spec,

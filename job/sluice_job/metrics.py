@@ -89,6 +89,16 @@ COMMIT_CONFLICTS = Counter(
     PIPELINE,
 )
 BATCH_FAILURES = Counter(names.BATCH_FAILURES, "Batches that failed before their commit.", PIPELINE)
+DEPENDENCY_AVAILABLE = Gauge(
+    names.DEPENDENCY_AVAILABLE,
+    "1 while the driver reaches the dependency, 0 while it waits for it to come back.",
+    ("pipeline", names.DEPENDENCY_LABEL),
+)
+DEPENDENCY_RETRIES = Counter(
+    names.DEPENDENCY_RETRIES,
+    "Attempts of a batch (or of the next plan) that met an unavailable dependency.",
+    ("pipeline", names.DEPENDENCY_LABEL),
+)
 EPOCH = Gauge(names.EPOCH, "Epoch of this driver.", PIPELINE)
 DRIVER = Info(names.DRIVER_INFO, "Code version of the driver and the pipeline it runs.")
 
@@ -173,6 +183,11 @@ class PrometheusObserver:
         BATCH_FAILURES.labels(self.pipeline).inc()
         if fenced:
             COMMIT_CONFLICTS.labels(self.pipeline).inc()
+
+    def dependency(self, name: str, *, available: bool, detail: str = "") -> None:
+        DEPENDENCY_AVAILABLE.labels(self.pipeline, name).set(1 if available else 0)
+        if not available:
+            DEPENDENCY_RETRIES.labels(self.pipeline, name).inc()
 
     def _phase(self, phase: Phase, seconds: float) -> None:
         PHASE_SECONDS.labels(self.pipeline, phase.value).observe(seconds)

@@ -73,6 +73,9 @@ class Observer(Protocol):
     def skipped(self, skip: Skip) -> None: ...
     def committed(self, done: Committed) -> None: ...
     def failed(self, *, fenced: bool) -> None: ...
+    def dependency(self, name: str, *, available: bool, detail: str = "") -> None:
+        """``name`` (cassandra, kafka, datastore) went away or came back."""
+        ...
 
 
 class NoObserver:
@@ -89,6 +92,9 @@ class NoObserver:
         pass
 
     def failed(self, *, fenced: bool) -> None:
+        pass
+
+    def dependency(self, name: str, *, available: bool, detail: str = "") -> None:
         pass
 
 
@@ -117,3 +123,7 @@ class Observers:
     def failed(self, *, fenced: bool) -> None:
         for member in self.members:
             member.failed(fenced=fenced)
+
+    def dependency(self, name: str, *, available: bool, detail: str = "") -> None:
+        for member in self.members:
+            member.dependency(name, available=available, detail=detail)

@@ -23,9 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sluice_api.spec import OnOffsetOutOfRange
-from sluice_job import announce, logs, offsets
+from sluice_job import announce, logs, offsets, outages
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, log_fields
 from sluice_job.checkpoint import Batch, FencedError
@@ -43,6 +44,8 @@ from sluice_job.ports import (
 )
 
 __all__ = ["Committed", "Observer", "Observers", "PhaseTimes", "Progress", "Runner"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Runner:
     initial_cap: int | None = None
     clock: Callable[[], float] = time.perf_counter
     """Times batches (seconds); tests pass a fake."""
+    pause: Callable[[float], None] = time.sleep
+    """Waits between attempts through a dependency outage; tests pass a fake."""
     _estimate: Estimate = field(init=False)
     _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
     _warmed_up: bool = field(init=False, default=False)
@@ -88,7 +93,7 @@ class Runner:
         """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
-        checkpoint = self._store.claim(self.epoch)
+        checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
         self.progress.batch_id = checkpoint.batch_id
         self.progress.positions = dict(checkpoint.positions)
         logs.event(
@@ -97,7 +102,7 @@ class Runner:
             batch_id=checkpoint.batch_id,
             offsets=offsets.to_json(checkpoint.positions),
         )
-        pending = self._recoverable(checkpoint.planned)
+        pending = self._retrying("recover", lambda: self._recoverable(checkpoint.planned))
         next_start = time.monotonic()
         while not self.stop.is_set():
             if pending is not None:
@@ -107,10 +112,10 @@ class Runner:
             if self.stop.wait(max(0.0, next_start - time.monotonic())):
                 break
             next_start = time.monotonic() + self.interval
-            batch = self._next_batch()
+            batch = self._retrying("plan", self._next_batch)
             if batch is not None:
                 self._run_batch(batch, planned_ahead=False)
-        self._store.release()
+        self._retrying("release", self._store.release)
         logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
     @property
@@ -129,9 +134,17 @@ class Runner:
             return None
         return Batch(self.progress.batch_id + 1, result.ranges, dict(result.positions))
 
+    def _retrying(self, step: str, call: Callable[[], T]) -> T:
+        """``call``, run again through outages of Cassandra, Kafka or Datastore: the
+        driver keeps its epoch and its batch and waits (``outages``)."""
+        return outages.through_outages(step, call, self.observer, pause=self.pause)
+
     def _run_batch(self, batch: Batch, *, planned_ahead: bool) -> None:
         try:
-            self._execute_and_commit(batch, planned_ahead=planned_ahead)
+            self._retrying(
+                f"batch {batch.batch_id}",
+                lambda: self._execute_and_commit(batch, planned_ahead=planned_ahead),
+            )
         except FencedError:
             self.observer.failed(fenced=True)
             raise
