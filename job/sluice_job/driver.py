@@ -19,6 +19,7 @@ from sluice_api import env as env_names
 from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
+from sluice_api.termination import write as write_termination
 from sluice_job import deadletter, logs, metrics, offsets, outages, spark, transform
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
@@ -114,6 +115,8 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             progress=progress,
             observer=_observer(cfg, kafka, prometheus),
             rate=_rate_control(spec),
+            batch_timeout=spec.trigger.batch_timeout_seconds,
+            on_timeout=lambda batch_id, seconds: _timed_out(cfg, progress, batch_id, seconds),
             initial_cap=spec.source.kafka.backpressure.initial_records_per_partition,
         )
         runner.run()
@@ -181,6 +184,22 @@ def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
             Credentials.from_env(os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
         )
     )
+
+
+def _timed_out(cfg: DriverConfig, progress: Progress, batch_id: int, seconds: float) -> None:
+    """A batch hangs (trigger.batchTimeoutSeconds): leave with exit 1 at once, from the
+    timer's thread; nothing of the batch was committed, the next driver re-runs it."""
+    message = (
+        f"batch {batch_id} did not finish within trigger.batchTimeoutSeconds={seconds:g}: "
+        "a Spark job or the sink hangs; the batch is not committed"
+    )
+    logs.event("batch timeout", level=40, batch_id=batch_id, message=message)
+    positions = offsets.to_json(progress.positions)
+    termination = Termination(
+        ExitCode.FAILURE, "BatchTimeout", message, progress.batch_id, cfg.epoch, positions
+    )
+    write_termination(cfg.termination_log, termination)
+    os._exit(int(ExitCode.FAILURE))
 
 
 def _failed(

@@ -18,10 +18,11 @@ so it is not observed. A recovered batch keeps the ranges it was planned with.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -78,6 +79,10 @@ class Runner:
     """Times batches (seconds); tests pass a fake."""
     pause: Callable[[float], None] = time.sleep
     """Waits between attempts through a dependency outage; tests pass a fake."""
+    batch_timeout: float | None = None
+    """Seconds one attempt of a batch may take before ``on_timeout`` is called."""
+    on_timeout: Callable[[int, float], None] | None = None
+    """Called from a timer thread with the batch id and the timeout; ends the driver."""
     _estimate: Estimate = field(init=False)
     _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
     _warmed_up: bool = field(init=False, default=False)
@@ -153,6 +158,24 @@ class Runner:
             raise
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
+        with self._deadline(batch.batch_id):
+            self._attempt(batch, planned_ahead=planned_ahead)
+
+    @contextlib.contextmanager
+    def _deadline(self, batch_id: int) -> Iterator[None]:
+        """One attempt of a batch that outlives ``batch_timeout`` calls ``on_timeout``."""
+        if self.batch_timeout is None or self.on_timeout is None:
+            yield
+            return
+        timer = threading.Timer(self.batch_timeout, self.on_timeout, (batch_id, self.batch_timeout))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _attempt(self, batch: Batch, *, planned_ahead: bool) -> None:
         run = BatchRun(batch, self.clock)
         if batch.ranges and not planned_ahead:
             run.timed("plan", lambda: self._store.plan(batch))

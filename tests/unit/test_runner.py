@@ -241,3 +241,39 @@ def test_observer_counts_a_failed_batch() -> None:
         loop.run()
     assert seen.failures == [False]
     assert seen.committed_ids == [1]
+
+
+@dataclass
+class HangingExecutor(FakeExecutor):
+    """A batch that finishes only once the runner's deadline has fired."""
+
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
+        assert self.released.wait(10), "the deadline never fired"
+        return super().execute(batch, epoch)
+
+
+def test_a_batch_that_outlives_its_timeout_calls_on_timeout_with_its_id() -> None:
+    marks = {TP0: Watermarks(0, 5)}
+    loop = runner(FakeStore(), marks)
+    hanging = HangingExecutor(loop.stop, marks)
+    fired: list[tuple[int, float]] = []
+
+    def on_timeout(batch_id: int, seconds: float) -> None:
+        fired.append((batch_id, seconds))
+        hanging.released.set()
+
+    loop.executor, loop.batch_timeout, loop.on_timeout = hanging, 0.05, on_timeout
+    loop.run()
+    assert fired == [(1, 0.05)]
+
+
+def test_a_batch_within_its_timeout_never_calls_on_timeout() -> None:
+    marks = {TP0: Watermarks(0, 25)}
+    loop = runner(FakeStore(), marks)
+    fired: list[tuple[int, float]] = []
+    loop.batch_timeout, loop.on_timeout = 30.0, lambda b, s: fired.append((b, s))
+    loop.run()
+    assert fired == []
+    assert loop.progress.positions == {TP0: 25}
