@@ -8,14 +8,11 @@ import signal
 from typing import Any
 
 import pytest
-from cassandra.cluster import NoHostAvailable
 
-from sluice_dev import stack as local_stack
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import state
 from tests.support.driver import Driver, drain_and_stop, spec
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -143,58 +140,3 @@ def test_backlog_is_drained_in_capped_batches_one_at_a_time(
         f"{run.peak_rss / 2**20:.0f} MiB"
     )
     assert run.peak_rss < 3 * 2**30
-
-
-def test_cassandra_down_during_a_batch_fails_without_commit_and_a_restart_loses_nothing(
-    kafka_bootstrap: str,
-    kafka_topic: Any,
-    cassandra_contact: str,
-    cassandra: Any,
-    events_table: str,
-    driver: Driver,
-    servers: Any,
-) -> None:
-    records = 8_000
-    topic = kafka_topic(partitions=PARTITIONS)
-    produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=11))
-    pipeline_spec = spec(
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        contact=cassandra_contact,
-        keyspace=events_table,
-        cap=500,
-    )
-    run = driver.start(pipeline_spec, epoch=1, failpoints="after_write=3")
-    in_flight = run.wait_event(
-        lambda e: e.get("event") == "phase" and e["phase"] == "after_write" and e["batch_id"] >= 2,
-        timeout=240,
-        what="a batch between write and commit",
-    )["batch_id"]
-    local_stack.stop(servers.layout, "cassandra")
-    try:
-        assert run.wait(180) == 1
-        assert run.message()["reason"] == "CassandraUnavailable"
-        assert "Cassandra checkpoint store at" in run.message()["message"]
-    finally:
-        servers.ensure("cassandra")
-    wait_for(
-        lambda: state.checkpoint_row(cassandra, events_table, pipeline_id(driver)),
-        timeout=120,
-        what="the checkpoint to be readable again",
-        ignoring=(NoHostAvailable,),
-    )
-    row = state.checkpoint_row(cassandra, events_table, pipeline_id(driver))
-    assert row.batch_id == in_flight - 1, "nothing was committed for the failed batch"
-
-    again = driver.start(pipeline_spec, epoch=2)
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(
-        again,
-        cassandra,
-        events_table,
-        pipeline_id(driver),
-        ends,
-        timeout=300,
-        what="the restarted driver to commit the end offsets",
-    )
-    assert len(state.events(cassandra, events_table)) == records

@@ -1,14 +1,16 @@
 """A Cassandra outage is waited out by the running driver: same process, same epoch,
-commits resume by themselves once Cassandra is back, and the sink is exact.
+the batch in flight is committed once Cassandra is back, and the sink is exact.
 
-Reproduction (before the fix): with Cassandra stopped for 20 s while the driver
-drained a backlog, the driver exited 1 (``CassandraUnavailable``) within seconds of
-the stop; under the operator every retry then claimed a new epoch, and
-``restart.maxFailures`` consecutive exits ended the pipeline ``Failed``.
+Reproduction (before the fix): with Cassandra stopped for 20 s between a batch's write
+and its commit, the driver exited 1 (``CassandraUnavailable``) within seconds of the
+stop (the test this one replaces asserted exactly that); under the operator every
+retry then claimed a new epoch, and ``restart.maxFailures`` consecutive exits ended
+the pipeline ``Failed``.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -53,12 +55,17 @@ def test_driver_waits_out_a_cassandra_outage_and_resumes_under_the_same_epoch(
         keyspace=events_table,
         cap=400,  # 10 batches: the outage falls in the middle of the backlog
     )
-    run = driver.start(pipeline_spec, epoch=1, env={"SLUICE_METRICS_PORT": str(port)})
-    run.wait_event(
-        lambda e: e.get("event") == "batch" and e["batch_id"] >= 2,
-        timeout=240,
-        what="two committed batches",
+    run = driver.start(
+        pipeline_spec,
+        epoch=1,
+        failpoints="after_write=3",
+        env={"SLUICE_METRICS_PORT": str(port)},
     )
+    in_flight = run.wait_event(
+        lambda e: e.get("event") == "phase" and e["phase"] == "after_write" and e["batch_id"] >= 2,
+        timeout=240,
+        what="a batch between its write and its commit",
+    )["batch_id"]
 
     stopped_at = time.monotonic()
     local_stack.stop(layout, "cassandra")
@@ -91,19 +98,27 @@ def test_driver_waits_out_a_cassandra_outage_and_resumes_under_the_same_epoch(
         what="the driver to resume once Cassandra is back",
     )
     print(f"\nresumed {time.monotonic() - back_at:.1f}s after Cassandra answered: {resumed}")
-
+    run.wait_event(
+        lambda e: e.get("event") == "batch" and e["batch_id"] == in_flight,
+        timeout=120,
+        what="the batch in flight during the outage to be committed",
+    )
     wait_for(
         lambda: state.checkpoint_row(cassandra, events_table, pipeline_id),
         timeout=60,
         what="the tests' own Cassandra session to reconnect",
         ignoring=(NoHostAvailable, OperationTimedOut),
     )
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(run, cassandra, events_table, pipeline_id, ends, timeout=300)
     row = state.checkpoint_row(cassandra, events_table, pipeline_id)
     assert row.epoch == 1, "no new epoch: the same driver committed through the outage"
-    claims = [e for e in run.events() if e.get("event") == "claimed"]
-    assert len(claims) == 1
+    assert len([e for e in run.events() if e.get("event") == "claimed"]) == 1
+
+    # A crash after the outage loses nothing either: a new epoch resumes and drains.
+    run.kill(signal.SIGKILL)
+    assert run.wait(60) == -signal.SIGKILL
+    again = driver.start(pipeline_spec, epoch=2)
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    drain_and_stop(again, cassandra, events_table, pipeline_id, ends, timeout=300)
     rows = state.events(cassandra, events_table)
     assert len(rows) == RECORDS
     for seq in range(0, RECORDS, 97):
