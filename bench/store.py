@@ -28,7 +28,7 @@ def run(contact: str, batches: int) -> str:
     cluster, session = connect([contact], None)
     try:
         store = CheckpointStore(session, "bench_store", f"p-{time.time_ns()}", "bench")
-        store.ensure_schema()
+        store.ensure_schema("{'class': 'SimpleStrategy', 'replication_factor': 1}")
         store.claim(1)
         positions = {TopicPartition("t", p): 0 for p in range(PARTITIONS)}
         plans: list[float] = []

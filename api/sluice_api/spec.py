@@ -178,6 +178,68 @@ class DeadLetter(Model):
     kafka: KafkaDeadLetter = Field(description="Rejected records go to this Kafka topic.")
 
 
+class ReplicationStrategy(StrEnum):
+    NETWORK_TOPOLOGY = "NetworkTopologyStrategy"
+    SIMPLE = "SimpleStrategy"
+
+
+DATACENTER = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,63}$"
+
+
+class KeyspaceReplication(Model):
+    """How the driver creates the checkpoint keyspace (``createKeyspace``)."""
+
+    strategy: ReplicationStrategy = Field(
+        default=ReplicationStrategy.NETWORK_TOPOLOGY,
+        description=(
+            "NetworkTopologyStrategy (production: replicas per datacenter) or "
+            "SimpleStrategy (one datacenter, development)."
+        ),
+    )
+    datacenters: dict[str, Annotated[int, Field(ge=1, le=12)]] = Field(
+        default_factory=dict,
+        max_length=16,
+        description=(
+            "NetworkTopologyStrategy: replicas per datacenter, e.g. {dc1: 3}. Three "
+            "replicas per datacenter keep the fencing row through the loss of one node "
+            "(LWTs need a quorum of replicas)."
+        ),
+    )
+    replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        le=12,
+        description=(
+            "SimpleStrategy: replicas in the cluster. 1 loses the checkpoint (and the "
+            "fencing row) with its node: for a single-node development cluster only."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> Self:
+        for name in self.datacenters:
+            if not re.match(DATACENTER, name):
+                raise ValueError(f"datacenter name {name!r} does not match {DATACENTER}")
+        if self.strategy is ReplicationStrategy.SIMPLE:
+            if self.replication_factor is None or self.datacenters:
+                raise ValueError("SimpleStrategy takes replicationFactor (and no datacenters)")
+        elif not self.datacenters or self.replication_factor is not None:
+            raise ValueError(
+                "NetworkTopologyStrategy takes datacenters, e.g. {dc1: 3} (and no "
+                "replicationFactor)"
+            )
+        return self
+
+    def cql(self) -> str:
+        """The ``replication`` map of CREATE KEYSPACE."""
+        entries = {"class": self.strategy.value}
+        if self.strategy is ReplicationStrategy.SIMPLE:
+            entries["replication_factor"] = str(self.replication_factor)
+        else:
+            entries |= {dc: str(n) for dc, n in sorted(self.datacenters.items())}
+        return "{" + ", ".join(f"'{key}': '{value}'" for key, value in entries.items()) + "}"
+
+
 class CassandraCheckpoint(Model):
     contact_points: list[HostPort] = Field(
         min_length=1, description="Cassandra host[:port] contact points."
@@ -185,7 +247,23 @@ class CassandraCheckpoint(Model):
     keyspace: str = Field(
         default="sluice",
         pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$",
-        description="Keyspace of the checkpoint tables (created if missing).",
+        description=(
+            "Keyspace of the checkpoint tables. It must exist unless createKeyspace is "
+            "set; the driver creates its tables in it."
+        ),
+    )
+    create_keyspace: bool = Field(
+        default=False,
+        description=(
+            "Create the keyspace if it is missing, with `replication`. Off (the default), "
+            "a missing keyspace ends the driver with exit 2 naming it: a keyspace's "
+            "replication decides whether the fencing row survives the loss of a node, so "
+            "it is never chosen silently."
+        ),
+    )
+    replication: KeyspaceReplication | None = Field(
+        default=None,
+        description="Replication of the keyspace if the driver creates it (createKeyspace).",
     )
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with keys 'username' and 'password'."
@@ -193,6 +271,12 @@ class CassandraCheckpoint(Model):
     history_ttl_seconds: int = Field(
         default=30 * 24 * 3600, ge=0, description="TTL of batch history rows; 0 keeps them."
     )
+
+    @model_validator(mode="after")
+    def _replication_to_create(self) -> Self:
+        if self.create_keyspace and self.replication is None:
+            raise ValueError("createKeyspace needs replication (strategy and replicas)")
+        return self
 
 
 class Checkpoint(Model):

@@ -46,6 +46,10 @@ ROW_FORMAT: Final = 1
 UNCERTAIN = (WriteTimeout, OperationTimedOut, NoHostAvailable)
 
 
+class KeyspaceMissingError(Exception):
+    """The checkpoint keyspace does not exist and may not be created (exit 2)."""
+
+
 class FencedError(Exception):
     """A driver with a newer epoch owns the pipeline; this one must exit (code 3).
     ``held_by`` is the epoch that holds it, when known: the operator starts its next
@@ -121,13 +125,26 @@ class CheckpointStore:
 
     # -- schema ----------------------------------------------------------------
 
-    def ensure_schema(
-        self, replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
-    ) -> None:
-        """Create the keyspace (if missing) and tables, idempotently; refuse a schema
-        written by a newer Sluice."""
+    def ensure_schema(self, create_with: str | None = None) -> None:
+        """Create the tables, idempotently; refuse a schema written by a newer Sluice.
+
+        The keyspace must exist, unless ``create_with`` gives the replication map to
+        create it with (``checkpoint.cassandra.createKeyspace``): its replication
+        decides whether the fencing row survives the loss of a node, so it is never
+        chosen here."""
         ks = self.keyspace
-        for cql in schema_statements(ks, replication):
+        if not self._keyspace_exists():
+            if create_with is None:
+                raise KeyspaceMissingError(
+                    f"checkpoint.cassandra.keyspace: keyspace {ks!r} does not exist; create "
+                    f"it with the replication your cluster needs (e.g. CREATE KEYSPACE {ks} "
+                    "WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 3}) or "
+                    "set checkpoint.cassandra.createKeyspace and checkpoint.cassandra.replication"
+                )
+            self.session.execute(
+                f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {create_with}", timeout=60
+            )
+        for cql in schema_statements(ks):
             self.session.execute(cql, timeout=60)
         self.session.execute(
             f"INSERT INTO {ks}.schema_version (component, version) VALUES ('checkpoint', %s)"
@@ -143,6 +160,13 @@ class CheckpointStore:
                 f"understands up to {SCHEMA_VERSION}: upgrade the job image"
             )
         self._prepare()
+
+    def _keyspace_exists(self) -> bool:
+        found = self.session.execute(
+            "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s",
+            (self.keyspace,),
+        ).one()
+        return found is not None
 
     # -- the fenced operations ---------------------------------------------------
 
@@ -355,9 +379,8 @@ class CheckpointStore:
         self._statements["load_serial"].consistency_level = ConsistencyLevel.SERIAL
 
 
-def schema_statements(ks: str, replication: str) -> list[str]:
+def schema_statements(ks: str) -> list[str]:
     return [
-        f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication}",
         f"CREATE TABLE IF NOT EXISTS {ks}.schema_version (component text PRIMARY KEY, version int)",
         f"""CREATE TABLE IF NOT EXISTS {ks}.checkpoints (
             pipeline text PRIMARY KEY, format int, epoch bigint, owner uuid,

@@ -23,7 +23,12 @@ from sluice_api.termination import write as write_termination
 from sluice_job import deadletter, logs, metrics, offsets, outages, spark, transform
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
-from sluice_job.checkpoint import CheckpointError, CheckpointStore, FencedError
+from sluice_job.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    FencedError,
+    KeyspaceMissingError,
+)
 from sluice_job.config import DriverConfig
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import SparkExecutor
@@ -43,7 +48,7 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except FencedError as err:
         fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
         return dataclasses.replace(fenced, held_by_epoch=err.held_by)
-    except transform.EntrypointError as err:
+    except (transform.EntrypointError, KeyspaceMissingError) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
         points = ", ".join(cfg.spec.checkpoint.cassandra.contact_points)
@@ -83,7 +88,11 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         cfg.code_version,
         history_ttl=checkpoint.history_ttl_seconds,
     )
-    outages.through_outages("checkpoint schema", store.ensure_schema, prometheus)
+    replication = checkpoint.replication.cql() if checkpoint.replication else None
+    create_with = replication if checkpoint.create_keyspace else None
+    outages.through_outages(
+        "checkpoint schema", lambda: store.ensure_schema(create_with), prometheus
+    )
     kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
     dead_letters = outages.through_outages(
         "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import DATACENTER, PipelineSpec
 from sluice_api.status import PipelineStatus
 from sluice_operator import naming
 
@@ -66,6 +66,8 @@ _KEPT: Final = frozenset(
         "maxLength",
         "minItems",
         "maxItems",
+        "minProperties",
+        "maxProperties",
         "required",
     }
 )
@@ -87,6 +89,8 @@ _ORDER: Final = (
     "maxLength",
     "minItems",
     "maxItems",
+    "minProperties",
+    "maxProperties",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
     "x-kubernetes-preserve-unknown-fields",
@@ -248,6 +252,31 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
         Rule(
             "self.all(key, key.startsWith('spark.'))",
             "every spark.conf key starts with 'spark.' (Spark ignores other keys)",
+        ),
+    ),
+    "spec.checkpoint.cassandra": (
+        Rule(
+            "!has(self.createKeyspace) || !self.createKeyspace || has(self.replication)",
+            "checkpoint.cassandra.createKeyspace needs checkpoint.cassandra.replication "
+            "(strategy and replicas)",
+            field_path=".replication",
+        ),
+    ),
+    "spec.checkpoint.cassandra.replication": (
+        Rule(
+            "(has(self.strategy) && self.strategy == 'SimpleStrategy')"
+            " ? (has(self.replicationFactor)"
+            " && (!has(self.datacenters) || size(self.datacenters) == 0))"
+            " : (has(self.datacenters) && size(self.datacenters) > 0"
+            " && !has(self.replicationFactor))",
+            "SimpleStrategy takes replicationFactor; NetworkTopologyStrategy takes datacenters, "
+            "e.g. {dc1: 3}",
+        ),
+    ),
+    "spec.checkpoint.cassandra.replication.datacenters": (
+        Rule(
+            "self.all(dc, dc.matches('" + DATACENTER + "'))",
+            "datacenter names are letters, digits, '-', '_' and '.'",
         ),
     ),
     "spec.checkpoint.cassandra.keyspace": (

@@ -340,6 +340,16 @@ INVALID = {
         "spec.checkpoint.cassandra.keyspace",
         "should match",
     ),
+    "create-keyspace-without-replication": Invalid(
+        changed("checkpoint.cassandra.createKeyspace", True),
+        "spec.checkpoint.cassandra.replication",
+        "createKeyspace needs checkpoint.cassandra.replication",
+    ),
+    "simple-strategy-without-factor": Invalid(
+        changed("checkpoint.cassandra.replication", {"strategy": "SimpleStrategy"}),
+        "spec.checkpoint.cassandra.replication",
+        "SimpleStrategy takes replicationFactor",
+    ),
     "entrypoint": Invalid(
         changed("transform.entrypoint", "sluice_job.examples.kpi.transform"),
         "spec.transform.entrypoint",

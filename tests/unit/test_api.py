@@ -99,3 +99,39 @@ def test_every_status_field_the_operator_writes_is_in_the_status_model() -> None
     assert set(written) == status.wire_fields()
     model = PipelineStatus.model_validate(written)
     assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == written
+
+
+def _checkpoint(**fields: object) -> dict[str, object]:
+    return {"contactPoints": ["c:9042"], "keyspace": "sluice", **fields}
+
+
+def test_create_keyspace_needs_a_replication_and_each_strategy_its_replicas() -> None:
+    from pydantic import ValidationError
+
+    from sluice_api.spec import CassandraCheckpoint
+
+    with pytest.raises(ValidationError, match="createKeyspace needs replication"):
+        CassandraCheckpoint.model_validate(_checkpoint(createKeyspace=True))
+    with pytest.raises(ValidationError, match="SimpleStrategy takes replicationFactor"):
+        CassandraCheckpoint.model_validate(
+            _checkpoint(createKeyspace=True, replication={"strategy": "SimpleStrategy"})
+        )
+    with pytest.raises(ValidationError, match="NetworkTopologyStrategy takes datacenters"):
+        CassandraCheckpoint.model_validate(
+            _checkpoint(createKeyspace=True, replication={"replicationFactor": 3})
+        )
+    with pytest.raises(ValidationError, match="datacenter name"):
+        CassandraCheckpoint.model_validate(
+            _checkpoint(replication={"datacenters": {"dc 1; DROP": 3}})
+        )
+
+
+def test_replication_as_cql() -> None:
+    from sluice_api.spec import KeyspaceReplication
+
+    nts = KeyspaceReplication.model_validate({"datacenters": {"eu": 3, "us": 3}})
+    assert nts.cql() == "{'class': 'NetworkTopologyStrategy', 'eu': '3', 'us': '3'}"
+    simple = KeyspaceReplication.model_validate(
+        {"strategy": "SimpleStrategy", "replicationFactor": 1}
+    )
+    assert simple.cql() == "{'class': 'SimpleStrategy', 'replication_factor': '1'}"

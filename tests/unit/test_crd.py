@@ -37,6 +37,8 @@ STRUCTURAL = frozenset(
         "maxLength",
         "minItems",
         "maxItems",
+        "minProperties",
+        "maxProperties",
         "required",
         "properties",
         "items",
