@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from sluice_api import termination
 from sluice_api.exitcodes import ExitCode
@@ -246,6 +246,8 @@ def _steady(
         phase = Phase.STARTING
     status = replace(status, phase=phase, observed_generation=obs.generation)
     status = _with_progress(status, pod, obs, settings)
+    status, told = _with_dependencies(status, pod, obs)
+    actions += told
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
     )
@@ -362,6 +364,33 @@ def _with_progress(status: Status, pod: PodView, obs: Observed, settings: Settin
         if age < settings.progress_seconds:
             return status
     return replace(status, last_commit=LastCommit(report.batch_id, report.committed_at.isoformat()))
+
+
+DEPENDENCIES: Final = "DependenciesAvailable"
+
+
+def _with_dependencies(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
+    """The ``DependenciesAvailable`` condition from the running driver's own report: a
+    driver waiting out an outage (Cassandra, Kafka, Datastore) is not failing, so the
+    pipeline stays Running and says what it waits for; an Event marks each change."""
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch:
+        return status, []
+    previous = next((c for c in status.conditions if c.get("type") == DEPENDENCIES), None)
+    if report.unavailable:
+        names = ", ".join(report.unavailable)
+        value, reason = "False", "Waiting"
+        message = f"waiting for {names}: the driver keeps its batch and retries by itself"
+        told = [Emit("Warning", "DependencyUnavailable", f"{pod.name}: {message}")]
+    else:
+        value, reason, message = "True", "Reachable", "every dependency answers"
+        told = [Emit("Normal", "DependencyBack", f"{pod.name}: {message}")] if previous else []
+    if previous is not None and previous.get("status") == value:
+        told = []
+    if previous is None and value == "True":
+        return status, []
+    conditions = _set_condition(status, DEPENDENCIES, value, reason, message, obs.now)
+    return replace(status, conditions=conditions), told
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:

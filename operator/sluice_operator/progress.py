@@ -43,6 +43,8 @@ class DriverProgress:
     committed_at: datetime | None
     lag: int | None
     """Records in Kafka past the committed positions, summed over partitions."""
+    unavailable: tuple[str, ...] = ()
+    """Dependencies the driver is waiting for (``sluice_dependency_available`` 0)."""
 
 
 def parse(text: str, pipeline: str) -> DriverProgress | None:
@@ -51,12 +53,15 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
     its driver, or one that has not claimed the pipeline yet)."""
     values: dict[str, float] = {}
     lag: float | None = None
+    unavailable: set[str] = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("pipeline") != pipeline:
                 continue
             if sample.name == LAG:
                 lag = (lag or 0.0) + sample.value
+            elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
+                unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
             elif sample.name in (BATCH, COMMITTED_AT, EPOCH):
                 values[sample.name] = sample.value
     epoch = values.get(EPOCH)
@@ -72,6 +77,7 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
             datetime.fromtimestamp(stamp, UTC) if committed and stamp is not None else None
         ),
         lag=None if lag is None else int(lag),
+        unavailable=tuple(sorted(unavailable)),
     )
 
 

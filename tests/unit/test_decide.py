@@ -12,7 +12,7 @@ import pytest
 from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_operator import changes, naming
-from sluice_operator.actions import CreatePod, Decision, RemovePod, StopPod, WriteStatus
+from sluice_operator.actions import CreatePod, Decision, Emit, RemovePod, StopPod, WriteStatus
 from sluice_operator.decide import decide
 from sluice_operator.model import (
     LastCommit,
@@ -242,3 +242,33 @@ def test_report_of_another_epochs_driver_or_before_a_first_commit_is_ignored() -
     unreported = decide(observed(status, (pod,)))
     for report in (zombie, fresh):
         assert decide(observed(status, (pod,), progress=report)) == unreported
+
+
+def test_a_driver_waiting_out_an_outage_keeps_running_and_the_pipeline_says_for_what() -> None:
+    """Issue 12 item 10: an outage is a condition and an Event, not a failure."""
+    status, pod = running(epoch=4)
+    waiting = DriverProgress(
+        4, batch_id=None, committed_at=None, lag=10, unavailable=("cassandra",)
+    )
+    decision = decide(observed(status, (pod,), progress=waiting))
+    assert kinds(decision).count("CreatePod") == 0
+    assert "RemovePod" not in kinds(decision)
+    told = [a for a in decision.actions if isinstance(a, Emit)]
+    assert [(e.type, e.reason) for e in told] == [("Warning", "DependencyUnavailable")]
+    first = written(decision)
+    assert first.phase is Phase.RUNNING
+    assert first.epoch == 4
+    [condition] = [c for c in first.conditions if c["type"] == "DependenciesAvailable"]
+    assert (condition["status"], condition["reason"]) == ("False", "Waiting")
+    assert "cassandra" in condition["message"]
+
+    still = decide(observed(first, (pod,), progress=waiting))
+    assert not [a for a in still.actions if isinstance(a, Emit)], "one Event per change"
+
+    back = DriverProgress(4, batch_id=None, committed_at=None, lag=10)
+    recovered = decide(observed(first, (pod,), progress=back))
+    assert [(e.type, e.reason) for e in recovered.actions if isinstance(e, Emit)] == [
+        ("Normal", "DependencyBack")
+    ]
+    [condition] = [c for c in written(recovered).conditions if c["type"] == "DependenciesAvailable"]
+    assert condition["status"] == "True"

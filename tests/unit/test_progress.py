@@ -53,3 +53,17 @@ def test_before_its_first_commit_a_driver_reports_its_epoch_only() -> None:
 def test_another_pipelines_series_are_not_this_pipelines_progress() -> None:
     PrometheusObserver(f"ns-{uuid.uuid4().hex[:6]}/other").started("sluice-job:v1", epoch=3)
     assert parse(generate_latest().decode(), "ns/absent") is None
+
+
+def test_a_driver_waiting_for_a_dependency_reports_it_until_it_is_back() -> None:
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
+    observer = PrometheusObserver(pipeline)
+    observer.started("sluice-job:v1", epoch=3)
+    observer.dependency("cassandra", available=False, detail="NoHostAvailable")
+    report = parse(generate_latest().decode(), pipeline)
+    assert report is not None
+    assert report.unavailable == ("cassandra",)
+    observer.dependency("cassandra", available=True)
+    back = parse(generate_latest().decode(), pipeline)
+    assert back is not None
+    assert back.unavailable == ()
