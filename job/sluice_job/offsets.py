@@ -24,7 +24,8 @@ class TopicPartition(NamedTuple):
 
 @dataclass(frozen=True)
 class Watermarks:
-    """The oldest offset still retained (``low``) and the next offset to be written."""
+    """The oldest offset still retained (``low``) and the end of what may be read:
+    the last stable offset (``high``; the high watermark when no transaction is open)."""
 
     low: int
     high: int

@@ -3,7 +3,10 @@
 The data path stays in the JVM: Spark's Kafka source (spark-sql-kafka) reads
 ``[start, end)`` per partition, given as ``startingOffsets``/``endingOffsets`` JSON.
 ``failOnDataLoss`` stays on, so a range that Kafka no longer holds fails the batch
-instead of silently shrinking it.
+instead of silently shrinking it. The consumer reads with ``isolation.level``
+``read_committed``: records of aborted transactions (and transaction markers) inside
+a range are skipped, never handed to the transform; the planner never plans past the
+last stable offset, so no range reaches into an open transaction.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def read_options(ranges: Sequence[OffsetRange]) -> dict[str, str]:
         "endingOffsets": json.dumps(offsets.to_json({r.tp: r.end for r in ranges})),
         "failOnDataLoss": "true",
         "includeHeaders": "true",
+        "kafka.isolation.level": "read_committed",
     }
 
 

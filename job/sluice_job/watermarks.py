@@ -1,15 +1,19 @@
-"""Reading Kafka's watermarks (oldest retained and next-to-be-written offsets).
+"""Reading Kafka's watermarks: the oldest retained offset and the last stable one.
 
 The planner needs them for every partition of the configured topics; two batched
-ListOffsets requests per batch fetch them all. The driver never joins a consumer
-group and never commits to Kafka for recovery: its offsets live in the checkpoint.
+ListOffsets requests per batch fetch them all. The upper bound is the *last stable
+offset* (ListOffsets at READ_COMMITTED), not the high watermark: records of a
+transaction still open lie between the two, and a batch must never be planned over
+them (its ranges would change meaning once the transaction commits or aborts). With
+no transactions the two are equal. The driver never joins a consumer group and never
+commits to Kafka for recovery: its offsets live in the checkpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from confluent_kafka import KafkaException
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
@@ -43,12 +47,16 @@ class WatermarkReader:
     def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]:
         tps = self.partitions(topics)
         low = self._list(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        high = self._list(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        return {tp: Watermarks(low[tp], high[tp]) for tp in tps}
+        stable = self._list(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        return {tp: Watermarks(low[tp], stable[tp]) for tp in tps}
 
     def _list(self, tps: Sequence[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in tps}
-        futures = self._admin.list_offsets(request, request_timeout=self._timeout)
+        futures = self._admin.list_offsets(
+            request,
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=self._timeout,
+        )
         result = {}
         try:
             for ktp, future in futures.items():
