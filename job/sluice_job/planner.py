@@ -48,6 +48,8 @@ class Plan:
     positions: Mapping[TopicPartition, int]
     """Positions to commit once the ranges are written: the committed ones, moved on."""
     skips: tuple[Skip, ...] = field(default=())
+    added: tuple[TopicPartition, ...] = field(default=())
+    """Partitions new to a pipeline that has a checkpoint: read from their earliest."""
 
     @property
     def records(self) -> int:
@@ -65,28 +67,33 @@ def plan(
     committed: Positions, watermarks: Mapping[TopicPartition, Watermarks], policy: Policy
 ) -> Plan:
     """Ranges for one batch. Partitions absent from ``watermarks`` keep their
-    committed positions untouched; positions of partitions not in the checkpoint
-    yet start per ``policy.starting_offsets``."""
+    committed positions untouched. ``policy.starting_offsets`` places a pipeline with
+    no checkpoint (no committed position at all); a partition that appears once the
+    pipeline has one (partitions added to a topic, while running or while stopped)
+    starts at its earliest offset, so none of its records is skipped."""
     positions = dict(committed)
     ranges: list[OffsetRange] = []
     skips: list[Skip] = []
+    added: list[TopicPartition] = []
     for tp, marks in sorted(watermarks.items()):
-        start, skip = _start(tp, committed.get(tp), marks, policy)
+        if committed and tp not in committed:
+            added.append(tp)
+        start, skip = _start(tp, committed.get(tp), marks, policy, fresh=not committed)
         if skip is not None:
             skips.append(skip)
         end = min(marks.high, start + policy.max_records_per_partition)
         if end > start:
             ranges.append(OffsetRange(tp, start, end))
         positions[tp] = end
-    return Plan(ranges=tuple(ranges), positions=positions, skips=tuple(skips))
+    return Plan(ranges=tuple(ranges), positions=positions, skips=tuple(skips), added=tuple(added))
 
 
 def _start(
-    tp: TopicPartition, committed: int | None, marks: Watermarks, policy: Policy
+    tp: TopicPartition, committed: int | None, marks: Watermarks, policy: Policy, *, fresh: bool
 ) -> tuple[int, Skip | None]:
     if committed is None:
-        first = marks.low if policy.starting_offsets is StartingOffsets.EARLIEST else marks.high
-        return first, None
+        latest = fresh and policy.starting_offsets is StartingOffsets.LATEST
+        return (marks.high if latest else marks.low), None
     if marks.low <= committed <= marks.high:
         return committed, None
     if policy.on_out_of_range is OnOffsetOutOfRange.FAIL:

@@ -135,6 +135,13 @@ class Runner:
         policy = dataclasses.replace(self.policy, max_records_per_partition=self.cap)
         result = plan(self.progress.positions, self._marks, policy)
         self._report_skips(result)
+        starts = {r.tp: r.start for r in result.ranges}
+        for tp in result.added:
+            logs.event(
+                "new partition: reading it from its earliest offset",
+                partition=str(tp),
+                start=starts.get(tp, result.positions.get(tp)),
+            )
         if not result.ranges and result.positions == self.progress.positions:
             return None
         return Batch(self.progress.batch_id + 1, result.ranges, dict(result.positions))

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
-from sluice_job.offsets import TopicPartition, Watermarks
+from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, plan
 
 pytestmark = pytest.mark.unit
@@ -43,10 +43,10 @@ def test_ranges_start_at_checkpoint_and_respect_cap_and_watermarks(
 ) -> None:
     marks, committed = state
     result = plan(committed, marks, policy(cap, starting))
+    latest = starting is StartingOffsets.LATEST and not committed
     for item in result.ranges:
         expected_start = committed.get(
-            item.tp,
-            marks[item.tp].low if starting is StartingOffsets.EARLIEST else marks[item.tp].high,
+            item.tp, marks[item.tp].high if latest else marks[item.tp].low
         )
         assert item.start == expected_start
         assert marks[item.tp].low <= item.start < item.end <= marks[item.tp].high
@@ -116,3 +116,22 @@ def test_latest_starts_new_partitions_at_the_end_and_records_it() -> None:
     result = plan({}, {tp: Watermarks(0, 500)}, policy(10, StartingOffsets.LATEST))
     assert result.ranges == ()
     assert result.positions == {tp: 500}
+
+
+def test_starting_offsets_place_a_new_pipeline_and_later_partitions_start_at_earliest() -> None:
+    """Issue 12 item 3. Reproduction: under ``startingOffsets: latest`` a partition
+    added to a running pipeline's topic started at its high watermark, so the records
+    produced into it between its creation and the next plan were never read (0 of 300
+    on the local Kafka, with no log line and no metric)."""
+    t0, t1, t2 = (TopicPartition("t", p) for p in range(3))
+    marks = {t0: Watermarks(0, 100), t1: Watermarks(0, 40), t2: Watermarks(5, 300)}
+    latest = policy(1_000, StartingOffsets.LATEST)
+
+    fresh = plan({}, marks, latest)
+    assert fresh.ranges == ()
+    assert fresh.positions == {t0: 100, t1: 40, t2: 300}
+    assert fresh.added == ()
+
+    grown = plan({t0: 100, t1: 40}, marks, latest)
+    assert grown.ranges == (OffsetRange(t2, 5, 300),)
+    assert grown.added == (t2,)
