@@ -83,7 +83,11 @@ class KafkaSource(Model):
     )
     starting_offsets: StartingOffsets = Field(
         default=StartingOffsets.EARLIEST,
-        description="Where a partition without a checkpoint starts: earliest or latest.",
+        description=(
+            "Where a pipeline without a checkpoint starts: earliest or latest. Partitions "
+            "that appear later (added to a topic, while running or stopped) always start "
+            "at their earliest offset, so none of their records is skipped."
+        ),
     )
     max_records_per_partition: int = Field(
         default=50_000,
