@@ -1,4 +1,4 @@
-"""The driver's exit codes: the contract with the operator (DESIGN.md)."""
+"""The driver's exit codes: the contract with the operator (docs/design.md)."""
 
 from enum import IntEnum
 

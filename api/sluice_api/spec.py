@@ -1,9 +1,10 @@
 """The StreamingPipeline ``spec``: one model shared by the driver and the operator.
 
-This is the single source of truth for what a user writes (DESIGN.md, "What a user
-writes"): the driver parses its configuration with it, the operator validates and
-builds pods from it, and the CRD's schema is generated from it. It depends on
-pydantic only, never on Spark or Kubernetes, so both processes can import it.
+This is the single source of truth for what a user writes (the manifest; see
+``examples/`` and ``docs/design.md``): the driver parses its configuration with it,
+the operator validates and builds pods from it, and the CRD's schema is generated
+from it. It depends on pydantic only, never on Spark or Kubernetes, so both
+processes can import it.
 
 Field names are snake_case in Python and camelCase on the wire (``by_alias``).
 """

@@ -14,7 +14,10 @@ receives the batch's records (Kafka's columns ``key``, ``value``, ``topic``,
 Rejects go to ``spec.deadLetter`` with the reason, before the batch commits (see
 ``deadletter``). A record that is neither in the output nor among the rejects is
 filtered on purpose (say, an event type the pipeline ignores): nothing tracks it.
-Both frames are lazy; Sluice evaluates them once per batch.
+Both frames are lazy: the output is computed by the Spark job that writes the sink,
+the rejects by a second job that counts and sends them (``execute``). Each job
+evaluates the transform's plan over the same records, so the decision between output
+and reject must be deterministic (docs/writing-a-transform.md).
 """
 
 from __future__ import annotations

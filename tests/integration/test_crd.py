@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 MERGE_PATCH = "application/merge-patch+json"
 
-# The manifest of DESIGN.md, "What a user writes".
+# The manifest of docs/design.md's example (examples/kpi-pipeline.yaml's shape).
 EXAMPLE: dict[str, Any] = yaml.safe_load(
     """
     image: ghcr.io/sluice-dev/sluice-job:0.1.0
