@@ -48,6 +48,17 @@ __all__ = ["Committed", "Observer", "Observers", "PhaseTimes", "Progress", "Runn
 
 T = TypeVar("T")
 
+IDLE_FIRST = 0.05
+IDLE_MAX = 1.0
+"""Seconds between looks at Kafka while there is no new data: doubling from
+``IDLE_FIRST`` to ``IDLE_MAX`` (never below the trigger interval), so an idle pipeline
+with ``intervalSeconds: 0`` does not poll Kafka in a tight loop, and new data waits at
+most ``IDLE_MAX`` seconds."""
+
+
+def idle_after(seconds: float) -> float:
+    return min(IDLE_MAX, seconds * 2)
+
 
 @dataclass
 class Progress:
@@ -108,7 +119,7 @@ class Runner:
             offsets=offsets.to_json(checkpoint.positions),
         )
         pending = self._retrying("recover", lambda: self._recoverable(checkpoint.planned))
-        next_start = time.monotonic()
+        next_start, idle = time.monotonic(), IDLE_FIRST
         while not self.stop.is_set():
             if pending is not None:
                 self._run_batch(pending, planned_ahead=True)
@@ -116,10 +127,13 @@ class Runner:
                 continue
             if self.stop.wait(max(0.0, next_start - time.monotonic())):
                 break
-            next_start = time.monotonic() + self.interval
+            looked = time.monotonic()
             batch = self._retrying("plan", self._next_batch)
-            if batch is not None:
-                self._run_batch(batch, planned_ahead=False)
+            if batch is None:  # no new data: look again later and later, up to IDLE_MAX
+                next_start, idle = looked + max(self.interval, idle), idle_after(idle)
+                continue
+            next_start, idle = looked + self.interval, IDLE_FIRST
+            self._run_batch(batch, planned_ahead=False)
         self._retrying("release", self._store.release)
         logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 

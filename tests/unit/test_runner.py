@@ -277,3 +277,28 @@ def test_a_batch_within_its_timeout_never_calls_on_timeout() -> None:
     loop.run()
     assert fired == []
     assert loop.progress.positions == {TP0: 25}
+
+
+@dataclass
+class CountingWatermarks(FakeWatermarks):
+    fetches: int = 0
+
+    def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]:
+        self.fetches += 1
+        return super().fetch(topics)
+
+
+def test_an_idle_pipeline_with_a_zero_interval_backs_off_instead_of_polling_kafka() -> None:
+    """Issue 12 item 9. Reproduction: with ``intervalSeconds: 0`` and no new data the
+    loop asked Kafka for watermarks as fast as it could, thousands of times a second
+    (here, against an instant fake Kafka: 100,360 times in one second)."""
+    marks = {TP0: Watermarks(0, 0)}
+    loop = runner(FakeStore(), marks)
+    counting = CountingWatermarks(marks)
+    loop.watermarks = counting
+    stopper = threading.Timer(1.0, loop.stop.set)
+    stopper.start()
+    loop.run()
+    stopper.join()
+    # 50 ms, 100, 200, 400, 800, then every second: at most 6 looks in one second.
+    assert 1 <= counting.fetches <= 7, counting.fetches
