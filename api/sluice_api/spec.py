@@ -100,7 +100,10 @@ class KafkaSource(Model):
         default=OnOffsetOutOfRange.FAIL,
         description=(
             "When retention deleted records past the checkpoint: fail (stop, nothing is "
-            "skipped silently) or earliest (skip to the oldest record, counted and logged)."
+            "skipped silently) or earliest (skip to the oldest record: counted in "
+            "sluice_records_skipped_total, logged, a RecordsLost condition and Event, and "
+            "for a planned batch the lost offsets in its history row; the batch keeps its "
+            "id and end offsets)."
         ),
     )
     credentials_secret: SecretName | None = Field(

@@ -40,6 +40,7 @@ from cassandra.query import PreparedStatement
 
 from sluice_job import failpoints, offsets
 from sluice_job.offsets import OffsetRange, TopicPartition
+from sluice_job.planner import Skip
 
 SCHEMA_VERSION: Final = 1
 ROW_FORMAT: Final = 1
@@ -72,6 +73,9 @@ class Batch:
     batch_id: int
     ranges: tuple[OffsetRange, ...]
     positions: dict[TopicPartition, int]
+    lost: tuple[Skip, ...] = field(default=(), compare=False)
+    """Skips (``planner.Skip``) of a recovered batch whose starts retention deleted:
+    recorded in its history row (``lost``), never in the plan."""
 
     @property
     def records(self) -> int:
@@ -255,6 +259,7 @@ class CheckpointStore:
         return lwt
 
     def _record_committed(self, batch: Batch, epoch: int, started_at: datetime) -> None:
+        lost = [OffsetRange(s.tp, s.committed, s.resumed_at) for s in batch.lost]
         self._record(
             batch.batch_id,
             epoch,
@@ -263,6 +268,7 @@ class CheckpointStore:
             json.dumps(offsets.ranges_json(batch.ranges)),
             batch.records,
             started_at,
+            lost=json.dumps(offsets.ranges_json(lost)) if lost else None,
         )
 
     def release(self) -> bool:
@@ -323,6 +329,7 @@ class CheckpointStore:
         records: int,
         started_at: datetime,
         committed_at: datetime | None = None,
+        lost: str | None = None,
     ) -> None:
         self.session.execute(
             self._statements["history_insert"],
@@ -336,6 +343,7 @@ class CheckpointStore:
                 records,
                 started_at,
                 committed_at or _now(),
+                lost,
                 self.history_ttl,
             ),
         )
@@ -390,7 +398,10 @@ def schema_statements(ks: str) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS {ks}.batches (
             pipeline text, batch_id bigint, epoch bigint, owner uuid, code_version text,
             ranges text, records bigint, started_at timestamp, committed_at timestamp,
+            lost text,
             PRIMARY KEY (pipeline, batch_id)) WITH CLUSTERING ORDER BY (batch_id DESC)""",
+        # The offsets retention deleted from a recovered batch (tables made before it).
+        f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS lost text",
         f"""CREATE TABLE IF NOT EXISTS {ks}.claims (
             pipeline text, epoch bigint, owner uuid, code_version text,
             batch_id_at_claim bigint, claimed_at timestamp,
@@ -422,8 +433,8 @@ def statements(ks: str) -> dict[str, str]:
         "claim_log": f"""INSERT INTO {ks}.claims (pipeline, epoch, owner, code_version,
             batch_id_at_claim, claimed_at) VALUES (?, ?, ?, ?, ?, ?)""",
         "history_insert": f"""INSERT INTO {ks}.batches (pipeline, batch_id, epoch, owner,
-            code_version, ranges, records, started_at, committed_at) VALUES
-            (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
+            code_version, ranges, records, started_at, committed_at, lost) VALUES
+            (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
         "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
         "last_batch": f"""SELECT batch_id, epoch, owner, code_version, updated_at, last_ranges,
             last_records, last_started_at FROM {ks}.checkpoints WHERE pipeline = ?""",

@@ -99,3 +99,21 @@ def _start(
     if policy.on_out_of_range is OnOffsetOutOfRange.FAIL:
         raise OffsetOutOfRangeError(tp, committed, marks)
     return marks.low, Skip(tp, committed, marks.low)
+
+
+def retained(
+    ranges: tuple[OffsetRange, ...], watermarks: Mapping[TopicPartition, Watermarks]
+) -> tuple[tuple[OffsetRange, ...], tuple[Skip, ...]]:
+    """A planned batch's ranges after retention: starts raised to the oldest retained
+    offset, ends kept (a batch id always covers the same end offsets), and what was
+    lost. A range that retention deleted whole becomes empty and is left out."""
+    kept: list[OffsetRange] = []
+    skips: list[Skip] = []
+    for item in ranges:
+        marks = watermarks.get(item.tp)
+        start = item.start if marks is None else min(max(item.start, marks.low), item.end)
+        if start > item.start:
+            skips.append(Skip(item.tp, item.start, start))
+        if start < item.end:
+            kept.append(OffsetRange(item.tp, start, item.end))
+    return tuple(kept), tuple(skips)

@@ -32,7 +32,7 @@ from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, log_fields
 from sluice_job.checkpoint import Batch, FencedError
 from sluice_job.offsets import TopicPartition, Watermarks
-from sluice_job.planner import OffsetOutOfRangeError, Plan, Policy, plan
+from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
 from sluice_job.ports import (
     Committed,
     Executor,
@@ -148,7 +148,7 @@ class Runner:
         self.observer.cap(self.cap)
         policy = dataclasses.replace(self.policy, max_records_per_partition=self.cap)
         result = plan(self.progress.positions, self._marks, policy)
-        self._report_skips(result)
+        self._report_skips(result.skips)
         starts = {r.tp: r.start for r in result.ranges}
         for tp in result.added:
             logs.event(
@@ -237,31 +237,30 @@ class Runner:
             )
 
     def _recoverable(self, planned: Batch | None) -> Batch | None:
-        """A batch planned by a previous driver and never committed is re-executed
-        exactly as planned, unless retention deleted part of it meanwhile."""
+        """A batch planned by a previous driver and never committed is re-executed as
+        planned: the same id, the same end offsets. If retention deleted the start of a
+        range meanwhile, that range starts at the oldest retained offset and the loss
+        is reported (``onOffsetOutOfRange: earliest``) or fails the driver (``fail``);
+        the id is never re-planned with other ends (outputs keyed by batch id would
+        count records twice)."""
         if planned is None or not planned.ranges:
             return planned
         marks = self._marks = self.watermarks.fetch(self.topics)
-        lost = [r for r in planned.ranges if r.tp in marks and r.start < marks[r.tp].low]
-        if not lost:
-            logs.event(
-                "recovering planned batch",
-                batch_id=planned.batch_id,
-                ranges=offsets.ranges_json(planned.ranges),
-            )
-            return planned
-        if self.policy.on_out_of_range is OnOffsetOutOfRange.FAIL:
-            first = lost[0]
-            raise OffsetOutOfRangeError(first.tp, first.start, marks[first.tp])
+        kept, skips = retained(planned.ranges, marks)
+        if skips and self.policy.on_out_of_range is OnOffsetOutOfRange.FAIL:
+            first = skips[0]
+            raise OffsetOutOfRangeError(first.tp, first.committed, marks[first.tp])
+        recovered = dataclasses.replace(planned, ranges=kept, lost=tuple(skips))
+        self._report_skips(skips, batch_id=planned.batch_id)
         logs.event(
-            "discarding planned batch: retention deleted part of it",
+            "recovering planned batch",
             batch_id=planned.batch_id,
-            ranges=offsets.ranges_json(lost),
+            ranges=offsets.ranges_json(recovered.ranges),
         )
-        return None
+        return recovered
 
-    def _report_skips(self, result: Plan) -> None:
-        for skip in result.skips:
+    def _report_skips(self, skips: Sequence[Skip], batch_id: int | None = None) -> None:
+        for skip in skips:
             self.progress.skipped += skip.count
             self.observer.skipped(skip)
             logs.event(
@@ -271,4 +270,5 @@ class Runner:
                 committed=skip.committed,
                 resumed_at=skip.resumed_at,
                 skipped=skip.count,
+                batch_id=batch_id,
             )

@@ -248,6 +248,8 @@ def _steady(
     status = _with_progress(status, pod, obs, settings)
     status, told = _with_dependencies(status, pod, obs)
     actions += told
+    status, told = _with_losses(status, pod, obs)
+    actions += told
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
     )
@@ -391,6 +393,26 @@ def _with_dependencies(status: Status, pod: PodView, obs: Observed) -> tuple[Sta
         return status, []
     conditions = _set_condition(status, DEPENDENCIES, value, reason, message, obs.now)
     return replace(status, conditions=conditions), told
+
+
+LOSSES: Final = "RecordsLost"
+
+
+def _with_losses(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
+    """A ``RecordsLost`` condition and Event when the running driver reports records
+    that retention deleted before they were read (``onOffsetOutOfRange: earliest``),
+    naming partitions and counts; a new Event whenever the count grows."""
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch or not report.lost:
+        return status, []
+    message = "records deleted by retention before they were read: " + ", ".join(
+        f"{where} {count}" for where, count in report.lost
+    )
+    previous = next((c for c in status.conditions if c.get("type") == LOSSES), None)
+    if previous is not None and previous.get("message") == message:
+        return status, []
+    conditions = _set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs.now)
+    return replace(status, conditions=conditions), [Emit("Warning", "RecordsLost", message)]
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:

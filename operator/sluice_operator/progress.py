@@ -45,6 +45,8 @@ class DriverProgress:
     """Records in Kafka past the committed positions, summed over partitions."""
     unavailable: tuple[str, ...] = ()
     """Dependencies the driver is waiting for (``sluice_dependency_available`` 0)."""
+    lost: tuple[tuple[str, int], ...] = ()
+    """Records retention deleted before they were read, per ``topic/partition``."""
 
 
 def parse(text: str, pipeline: str) -> DriverProgress | None:
@@ -54,12 +56,16 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
     values: dict[str, float] = {}
     lag: float | None = None
     unavailable: set[str] = set()
+    lost: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("pipeline") != pipeline:
                 continue
             if sample.name == LAG:
                 lag = (lag or 0.0) + sample.value
+            elif sample.name == names.RECORDS_SKIPPED + "_total" and sample.value > 0:
+                where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
+                lost[where] = int(sample.value)
             elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
                 unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
             elif sample.name in (BATCH, COMMITTED_AT, EPOCH):
@@ -78,6 +84,7 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         ),
         lag=None if lag is None else int(lag),
         unavailable=tuple(sorted(unavailable)),
+        lost=tuple(sorted(lost.items())),
     )
 
 

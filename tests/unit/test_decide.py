@@ -272,3 +272,17 @@ def test_a_driver_waiting_out_an_outage_keeps_running_and_the_pipeline_says_for_
     ]
     [condition] = [c for c in written(recovered).conditions if c["type"] == "DependenciesAvailable"]
     assert condition["status"] == "True"
+
+
+def test_records_lost_to_retention_are_a_condition_and_an_event_naming_the_partition() -> None:
+    """Issue 12 item 4: the loss is visible where users look, not only in a log."""
+    status, pod = running(epoch=4)
+    lost = DriverProgress(4, batch_id=None, committed_at=None, lag=0, lost=(("ui/3", 50),))
+    first = decide(observed(status, (pod,), progress=lost))
+    assert [(e.type, e.reason) for e in first.actions if isinstance(e, Emit)] == [
+        ("Warning", "RecordsLost")
+    ]
+    [condition] = [c for c in written(first).conditions if c["type"] == "RecordsLost"]
+    assert "ui/3 50" in condition["message"]
+    again = decide(observed(written(first), (pod,), progress=lost))
+    assert not [a for a in again.actions if isinstance(a, Emit)], "one Event per new loss"

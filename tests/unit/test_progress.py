@@ -67,3 +67,15 @@ def test_a_driver_waiting_for_a_dependency_reports_it_until_it_is_back() -> None
     back = parse(generate_latest().decode(), pipeline)
     assert back is not None
     assert back.unavailable == ()
+
+
+def test_records_skipped_for_retention_are_reported_per_partition() -> None:
+    from sluice_job.planner import Skip
+
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
+    observer = PrometheusObserver(pipeline)
+    observer.started("sluice-job:v1", epoch=3)
+    observer.skipped(Skip(TP1, 100, 150))
+    report = parse(generate_latest().decode(), pipeline)
+    assert report is not None
+    assert report.lost == (("ui-events/1", 50),)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
-from sluice_job.planner import Policy, Skip
+from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip
 from sluice_job.ports import Committed, PhaseTimes
 from sluice_job.runner import Runner
 
@@ -302,3 +303,41 @@ def test_an_idle_pipeline_with_a_zero_interval_backs_off_instead_of_polling_kafk
     stopper.join()
     # 50 ms, 100, 200, 400, 800, then every second: at most 6 looks in one second.
     assert 1 <= counting.fetches <= 7, counting.fetches
+
+
+def test_a_planned_batch_whose_start_retention_deleted_keeps_its_id_and_its_ends() -> None:
+    """Issue 12 item 4. Reproduction: a batch planned by a driver that died before its
+    commit, whose first records retention then deleted, was discarded and its id
+    re-planned with other end offsets: here batch 1 was planned as [0, 10) and
+    committed as [4, 14), so an output keyed by batch id (the KPI example) would count
+    records 10..13 in batch 1 and again in batch 2's first run."""
+    planned = Batch(1, (OffsetRange(TP0, 0, 10),), {TP0: 10})
+    store = FakeStore(checkpoint=Checkpoint(0, {TP0: 0}, 1, None, "", False, planned))
+    marks = {TP0: Watermarks(4, 30)}
+    loop = runner(store, marks)
+    loop.policy = dataclasses.replace(loop.policy, on_out_of_range=OnOffsetOutOfRange.EARLIEST)
+    skipped: list[Skip] = []
+    watching = RecordingObserver()
+    watching.skipped = skipped.append  # type: ignore[method-assign]
+    loop.observer = watching
+    loop.run()
+
+    first = store.committed[0]
+    assert (first.batch_id, first.ranges, first.positions) == (
+        1,
+        (OffsetRange(TP0, 4, 10),),
+        {TP0: 10},
+    )
+    assert first.lost == (Skip(TP0, 0, 4),)
+    assert skipped == [Skip(TP0, 0, 4)]
+    assert [b.ranges[0].start for b in store.committed[1:]] == [10, 20]
+    assert loop.progress.skipped == 4
+
+
+def test_with_on_offset_out_of_range_fail_the_driver_stops_naming_the_partition() -> None:
+    planned = Batch(1, (OffsetRange(TP0, 0, 10),), {TP0: 10})
+    store = FakeStore(checkpoint=Checkpoint(0, {TP0: 0}, 1, None, "", False, planned))
+    loop = runner(store, {TP0: Watermarks(4, 30)})
+    with pytest.raises(OffsetOutOfRangeError, match="t/0: committed offset 0"):
+        loop.run()
+    assert store.committed == []
