@@ -57,7 +57,12 @@ class Reject:
 
 
 class DeadLetterError(Exception):
-    """The dead-letter topic is missing or did not confirm every reject (exit 1)."""
+    """The dead-letter topic is missing or refused a reject (exit 1)."""
+
+
+class DeadLetterUnavailableError(DeadLetterError):
+    """The dead-letter brokers did not answer or confirm in time: an outage, waited out
+    by the driver like any dependency outage (``outages``)."""
 
 
 class RejectedWithoutDeadLetterError(Exception):
@@ -140,7 +145,9 @@ class KafkaDeadLetters:
             sent += 1
         remaining = self.producer.flush(CONFIRM_SECONDS + 5)
         if failures or remaining:
-            raise DeadLetterError(
+            permanent = any("too large" in f.lower() or "SIZE_TOO_LARGE" in f for f in failures)
+            error = DeadLetterError if permanent else DeadLetterUnavailableError
+            raise error(
                 f"dead-letter topic {self.topic!r} at {self.servers}: "
                 f"{len(failures) + remaining} of {sent} rejects of batch {batch_id} "
                 f"not confirmed ({(failures or ['timed out'])[0]}); the batch is not committed"
@@ -189,7 +196,7 @@ def kafka(
     try:
         found = producer.list_topics(topic=topic, timeout=timeout).topics.get(topic)
     except KafkaException as err:
-        raise DeadLetterError(f"dead-letter Kafka at {servers}: {err}") from None
+        raise DeadLetterUnavailableError(f"dead-letter Kafka at {servers}: {err}") from None
     if found is None or found.error is not None:
         raise DeadLetterError(
             f"dead-letter topic {topic!r} at {servers}: {found.error if found else 'missing'}; "

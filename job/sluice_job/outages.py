@@ -42,7 +42,7 @@ _CASSANDRA_NAMES: Final = (
     "ConnectionShutdown",
     "CoordinationFailure",
 )
-_KAFKA_NAMES: Final = ("KafkaUnavailableError", "DeadLetterError")
+_KAFKA_NAMES: Final = ("KafkaUnavailableError", "DeadLetterUnavailableError")
 _DATASTORE_NAMES: Final = ("ServiceUnavailable", "DeadlineExceeded", "DatastoreUnavailableError")
 
 # The same, as they appear in the text of an error raised inside a Spark task.

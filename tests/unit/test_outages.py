@@ -11,6 +11,7 @@ from cassandra import ConsistencyLevel, Unavailable, WriteTimeout, WriteType
 from cassandra.cluster import NoHostAvailable
 
 from sluice_job.checkpoint import Batch
+from sluice_job.deadletter import DeadLetterError, DeadLetterUnavailableError
 from sluice_job.outages import CASSANDRA, KAFKA, Backoff, dependency_of, through_outages
 from sluice_job.watermarks import KafkaUnavailableError
 from tests.unit.test_runner import TP0, FakeStore, runner
@@ -39,6 +40,8 @@ class Py4JError(Exception):
         (Unavailable("not enough replicas", ConsistencyLevel.QUORUM, 2, 1), CASSANDRA),
         (WriteTimeout("timed out", write_type=WriteType.CAS), CASSANDRA),
         (KafkaUnavailableError("Kafka at k:9092: transport failure"), KAFKA),
+        (DeadLetterUnavailableError("3 of 9 rejects not confirmed (timed out)"), KAFKA),
+        (DeadLetterError("dead-letter topic 'dlq' at k:9092: missing; create it"), None),
         (Py4JError(SPARK_TASK_FAILURE), CASSANDRA),
         (RuntimeError("wrapped"), None),
         (ValueError("transform raised: division by zero"), None),
