@@ -1,0 +1,187 @@
+"""The soak's transactional producer: sequence-numbered events (5 % malformed by
+default), in transactions of which a seeded 10 % are aborted, at a steady rate, in a
+background thread that survives broker restarts.
+
+Every transaction's outcome lands in a :class:`~.ledger.Ledger`, so the checks know
+exactly which records were committed and which aborted. The rules of the
+transactional API (librdkafka): a retriable error is retried, an error that requires
+an abort aborts the transaction, and a fatal error ends the producer instance; a new
+instance with the same ``transactional.id`` fences the old one and aborts whatever
+it left open. Only a fatal error inside ``commit_transaction`` leaves an outcome
+unknown, which the ledger settles later from the topic.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from sluice_dev.events import EventFactory
+from sluice_dev.soak.ledger import Ledger, Outcome
+
+T = TypeVar("T")
+CALL_SECONDS = 30.0
+"""Timeout of one transactional call; retried until :data:`RETRY_SECONDS`."""
+RETRY_SECONDS = 300.0
+"""How long a transactional call is retried before the producer gives up."""
+
+
+@dataclass(frozen=True)
+class Production:
+    bootstrap: str
+    topic: str
+    count: int
+    rate: float
+    factory: EventFactory
+    seed: int
+    abort_ratio: float = 0.10
+    transaction_size: int = 50
+
+
+class FatalProducerError(Exception):
+    """The producer instance is unusable; a new one takes over. ``outcome`` is what
+    became of the transaction it was in."""
+
+    def __init__(self, message: str, outcome: Outcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+@dataclass
+class TransactionalProducer:
+    """Produces ``count`` events in a thread; ``produced`` counts the sequence numbers
+    whose transaction has ended, ``ledger`` says how."""
+
+    production: Production
+    ledger: Ledger = field(default_factory=Ledger)
+    produced: int = 0
+    error: BaseException | None = None
+    transactional_id: str = field(default_factory=lambda: f"sluice-soak-{uuid.uuid4().hex[:8]}")
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TransactionalProducer:
+        self._thread = threading.Thread(target=self._run, name="soak-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until every transaction has ended; raises if the producer failed or is late."""
+        assert self._thread is not None, "start() first"
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"still producing after {timeout}s")
+        if self.error is not None:
+            raise RuntimeError(f"the soak's producer failed: {self.error}") from self.error
+
+    def _run(self) -> None:
+        try:
+            self._produce_all()
+        except BaseException as err:  # raised again by wait()
+            self.error = err
+
+    def _produce_all(self) -> None:
+        spec = self.production
+        rng = random.Random(spec.seed)
+        producer = self._new_producer()
+        began = time.monotonic()
+        for first in range(0, spec.count, spec.transaction_size):
+            end = min(spec.count, first + spec.transaction_size)
+            abort = rng.random() < spec.abort_ratio
+            try:
+                outcome = self._transaction(producer, first, end, abort, began)
+            except FatalProducerError as err:
+                outcome = err.outcome
+                producer = self._new_producer()
+            self.ledger.record(first, end, outcome)
+            self.produced = end
+        producer.flush(CALL_SECONDS)
+
+    def _transaction(
+        self, producer: Producer, first: int, end: int, abort: bool, began: float
+    ) -> Outcome:
+        spec = self.production
+        try:
+            _retrying(producer.begin_transaction)
+            for seq in range(first, end):
+                ahead = began + seq / spec.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+                key, value = spec.factory.record(seq)
+                _send(producer, spec.topic, key, value)
+            if abort:
+                _retrying(lambda: producer.abort_transaction(CALL_SECONDS))
+                return Outcome.ABORTED
+        except KafkaException as err:
+            return _after_failure(producer, err, Outcome.ABORTED)
+        try:
+            _retrying(lambda: producer.commit_transaction(CALL_SECONDS))
+        except KafkaException as err:
+            return _after_failure(producer, err, Outcome.UNKNOWN)
+        return Outcome.COMMITTED
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.production.bootstrap,
+                "transactional.id": self.transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "transaction.timeout.ms": 120_000,
+            }
+        )
+        _retrying(lambda: producer.init_transactions(CALL_SECONDS))
+        return producer
+
+
+def _after_failure(producer: Producer, err: KafkaException, fatal_outcome: Outcome) -> Outcome:
+    """An abortable error aborts the transaction; a fatal one ends the instance, with
+    ``fatal_outcome`` (unknown if the commit may have reached the coordinator)."""
+    error: KafkaError = err.args[0]
+    if error.txn_requires_abort():
+        try:
+            _retrying(lambda: producer.abort_transaction(CALL_SECONDS))
+        except KafkaException:
+            raise FatalProducerError(str(err), Outcome.ABORTED) from err
+        return Outcome.ABORTED
+    raise FatalProducerError(str(err), fatal_outcome) from err
+
+
+def _retrying(call: Callable[[], T]) -> T:
+    """``call`` again while it fails with a retriable error, for up to RETRY_SECONDS."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    while True:
+        try:
+            return call()
+        except KafkaException as err:
+            error: KafkaError = err.args[0]
+            if not error.retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _send(producer: Producer, topic: str, key: bytes, value: bytes) -> None:
+    """Hand one record to the producer, waiting for room while its queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=_delivered)
+            producer.poll(0)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def _delivered(err: Any, _msg: Any) -> None:
+    """Delivery errors surface in ``commit_transaction``, which then fails."""
+    del err
