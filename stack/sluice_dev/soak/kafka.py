@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from sluice_dev.soak import checks
+from sluice_dev.soak.producer import QUIET
 
 REASON_HEADER = "sluice.reason"
 """The dead-letter header with the reason (``sluice_job.deadletter.Header``)."""
@@ -23,7 +24,7 @@ REASON_HEADER = "sluice.reason"
 def last_stable_offsets(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, int]:
     """Partition -> last stable offset: the end of the log a ``read_committed`` reader
     may read, below any transaction still open."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": QUIET})
     partitions = admin.list_topics(topic, timeout=timeout).topics[topic].partitions
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     request = {TopicPartition(topic, p): latest for p in partitions}
@@ -61,6 +62,7 @@ def _read_committed(bootstrap: str, topic: str, timeout: float = 300) -> Iterato
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "log_level": QUIET,
         }
     )
     try:

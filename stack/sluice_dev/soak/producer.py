@@ -2,6 +2,11 @@
 default), in transactions of which a seeded 10 % are aborted, at a steady rate, in a
 background thread that survives broker restarts.
 
+It produces ``count`` events, and goes on at the same rate while the soak asks it to
+(:meth:`TransactionalProducer.extend`): recovery is measured to the next commit, and
+a pipeline with nothing new to read commits nothing, so data must keep flowing until
+the last fault has recovered.
+
 Every transaction's outcome lands in a :class:`~.ledger.Ledger`, so the checks know
 exactly which records were committed and which aborted. The rules of the
 transactional API (librdkafka): a retriable error is retried, an error that requires
@@ -31,6 +36,9 @@ CALL_SECONDS = 30.0
 """Timeout of one transactional call; retried until :data:`RETRY_SECONDS`."""
 RETRY_SECONDS = 300.0
 """How long a transactional call is retried before the producer gives up."""
+QUIET = 2
+"""librdkafka's log level (syslog's): critical only. The soak breaks connections on
+purpose; a failed delivery surfaces as a failed transaction, which the ledger records."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,8 @@ class FatalProducerError(Exception):
 
 @dataclass
 class TransactionalProducer:
-    """Produces ``count`` events in a thread; ``produced`` counts the sequence numbers
-    whose transaction has ended, ``ledger`` says how."""
+    """Produces at least ``count`` events in a thread; ``produced`` counts the sequence
+    numbers whose transaction has ended, ``ledger`` says how."""
 
     production: Production
     ledger: Ledger = field(default_factory=Ledger)
@@ -65,11 +73,20 @@ class TransactionalProducer:
     error: BaseException | None = None
     transactional_id: str = field(default_factory=lambda: f"sluice-soak-{uuid.uuid4().hex[:8]}")
     _thread: threading.Thread | None = None
+    _more: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> TransactionalProducer:
         self._thread = threading.Thread(target=self._run, name="soak-producer", daemon=True)
         self._thread.start()
         return self
+
+    def extend(self) -> None:
+        """Go on producing past ``count`` until :meth:`finish`."""
+        self._more.set()
+
+    def finish(self) -> None:
+        """Stop at ``count``, or at the end of the current transaction if past it."""
+        self._more.clear()
 
     @property
     def running(self) -> bool:
@@ -95,8 +112,10 @@ class TransactionalProducer:
         rng = random.Random(spec.seed)
         producer = self._new_producer()
         began = time.monotonic()
-        for first in range(0, spec.count, spec.transaction_size):
-            end = min(spec.count, first + spec.transaction_size)
+        first = 0
+        while first < spec.count or self._more.is_set():
+            end = first + spec.transaction_size
+            end = end if first >= spec.count else min(spec.count, end)
             abort = rng.random() < spec.abort_ratio
             try:
                 outcome = self._transaction(producer, first, end, abort, began)
@@ -104,7 +123,7 @@ class TransactionalProducer:
                 outcome = err.outcome
                 producer = self._new_producer()
             self.ledger.record(first, end, outcome)
-            self.produced = end
+            self.produced = first = end
         producer.flush(CALL_SECONDS)
 
     def _transaction(
@@ -139,6 +158,7 @@ class TransactionalProducer:
                 "acks": "all",
                 "linger.ms": 5,
                 "transaction.timeout.ms": 120_000,
+                "log_level": QUIET,
             }
         )
         _retrying(lambda: producer.init_transactions(CALL_SECONDS))

@@ -40,7 +40,8 @@ class SoakError(RuntimeError):
 @dataclass(frozen=True)
 class Options:
     events: int = 500_000
-    """Sequence numbers produced (committed and aborted)."""
+    """Sequence numbers produced (committed and aborted), at least: production goes on
+    at the same rate until the last fault has recovered."""
     faults: int = 21
     rate: float = 350.0
     """Events per second."""
@@ -126,25 +127,31 @@ class Soak:
             opts.abort_ratio,
         )
         producer = TransactionalProducer(production).start()
-        began = time.monotonic()
+        started = time.monotonic()
         self.say(
             f"producing {opts.events:,} events at {opts.rate:.0f}/s, transactional, "
             f"1 in {opts.bad_every} malformed, {opts.abort_ratio:.0%} of transactions aborted"
         )
+        producer.extend()
         self._wait(lambda: (store.last_batch() or 0) >= 1, "the first commit", 300)
+        began = time.monotonic()
         steps = schedule.plan(
             opts.seed,
             opts.faults,
             spec_changes=opts.spec_changes,
             kinds=opts.kinds,
-            duration=opts.events / opts.rate,
+            duration=max(60.0, opts.events / opts.rate - (began - started)),
         )
         self.say(f"{len(steps)} faults planned: " + ", ".join(s.kind.value for s in steps))
         chaos = Chaos(self.layout, kubectl, pipeline, operator, images, self._wait)
         for step in steps:
             if not self._fault(step, began, chaos, pipeline, store, producer):
                 break
-        self.say("production ending; waiting for the pipeline to drain")
+        producer.finish()
+        self.say(
+            f"faults done; production ending at {max(producer.produced, opts.events):,} "
+            "events; waiting for the pipeline to drain"
+        )
         producer.wait(timeout=max(600.0, opts.events / opts.rate * 2))
         stable = self._drained(store)
         return self._summary(store, producer, stable)
@@ -212,7 +219,7 @@ class Soak:
         recoveries = [recovery.recovery(fault, commits, claims) for fault in self.faults]
         return report.Summary(
             production=report.Production(
-                sequence_numbers=self.options.events,
+                sequence_numbers=producer.produced,
                 committed=book.count(ledger.Outcome.COMMITTED),
                 aborted=book.count(ledger.Outcome.ABORTED),
                 malformed_committed=len(expect.rejected),
