@@ -182,15 +182,37 @@ class Soak:
         before = store.last_batch() or 0
         injected = chaos.inject(step)
         self.faults.append(injected.fault)
-        deadline = time.monotonic() + self.options.recovery_timeout
-        found = recovery.recovery(injected.fault, [])
-        while found.commit is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            found = recovery.recovery(injected.fault, store.commits_after(before) or [])
+        found = self._follow(injected.fault, before, pipeline, store)
         self.say(f"{found.line()}  [produced {producer.produced:,}]")
         if injected.undo is not None:
             injected.undo()
-        return True
+        return found.commit is not None
+
+    def _follow(
+        self, fault: recovery.Fault, before: int, pipeline: cluster.Pipeline, store: Store
+    ) -> recovery.Recovery:
+        """Poll the batch history until the commit that ends ``fault``; give up at the
+        deadline, or at once if the pipeline went ``Failed`` (noted either way)."""
+        deadline = time.monotonic() + self.options.recovery_timeout
+        found = recovery.recovery(fault, [])
+        polls = 0
+        while found.commit is None:
+            if time.monotonic() > deadline:
+                self.notes.append(
+                    f"fault {fault.number} ({fault.kind}): no commit within "
+                    f"{self.options.recovery_timeout:.0f}s; no further faults injected"
+                )
+                break
+            polls += 1
+            if polls % 10 == 0 and (pipeline.status() or {}).get("phase") == "Failed":
+                self.notes.append(
+                    f"fault {fault.number} ({fault.kind}): the pipeline went Failed; "
+                    "no further faults injected"
+                )
+                break
+            time.sleep(0.5)
+            found = recovery.recovery(fault, store.commits_after(before) or [])
+        return found
 
     def _drained(self, store: Store) -> dict[int, int]:
         """Kafka's last stable offsets, once the checkpoint holds them (or a note)."""
