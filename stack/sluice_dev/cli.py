@@ -232,7 +232,12 @@ def _soak(layout: Layout, args: argparse.Namespace) -> int:
 
     from sluice_dev.soak.schedule import FAULT_KINDS, FaultKind
 
-    kinds = tuple(FaultKind(k) for k in args.kinds.split(",") if k) or FAULT_KINDS
+    try:
+        kinds = tuple(FaultKind(k) for k in args.kinds.split(",") if k) or FAULT_KINDS
+    except ValueError as err:
+        known = ", ".join(k.value for k in FaultKind)
+        print(f"sluice-dev soak: --kinds: {err}; known: {known}", file=sys.stderr)
+        return 2
     options = run.Options(
         events=args.events,
         faults=args.faults,

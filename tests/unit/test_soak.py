@@ -9,8 +9,10 @@ from collections import Counter
 
 import pytest
 
+from sluice_api.spec import PipelineSpec
 from sluice_dev.events import EventFactory
 from sluice_dev.soak import checks, ledger, recovery, report, schedule
+from sluice_dev.soak.manifest import Target, manifest
 from sluice_dev.soak.schedule import FAULT_KINDS, FaultKind
 from tests.support import expected
 
@@ -256,3 +258,18 @@ def test_the_summary_prints_the_counters_a_user_checks_and_passes_only_at_zero()
     assert "aborted in sink: 10" in bad.lines()
     assert not bad.passed
     assert bad.lines()[-1] == "soak: FAILED"
+
+
+# -- manifest ---------------------------------------------------------------------------
+
+
+def test_the_soak_pipeline_is_a_valid_spec_of_the_events_example() -> None:
+    target = Target("ns", "soak", "127.0.0.1:1", "t", "t-dlq", "127.0.0.1:2", "ks")
+    body = manifest(target, "sluice-soak/job:v2")
+    spec = PipelineSpec.model_validate(body["spec"])
+    assert body["metadata"] == {"name": "soak", "namespace": "ns"}
+    assert spec.image == "sluice-soak/job:v2"
+    assert spec.transform.entrypoint == "sluice_job.examples.events:transform"
+    assert spec.dead_letter is not None
+    assert spec.dead_letter.kafka.topic == "t-dlq"
+    assert target.pipeline_id == "ns/soak"

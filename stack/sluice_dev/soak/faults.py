@@ -76,9 +76,13 @@ class Chaos:
 
     def _kill_driver(self) -> tuple[str, None]:
         name, node = self._driver()
-        pid = cluster.driver_pid(self.layout, self.pipeline.target.namespace, name)
-        if pid is None:
-            raise RuntimeError(f"the node agent runs no process for driver pod {name}")
+        namespace = self.pipeline.target.namespace
+        pid = self.wait(
+            lambda: cluster.driver_pid(self.layout, namespace, name),
+            f"the node agent's process of driver pod {name}",
+            60,
+        )
+        assert isinstance(pid, int)
         os.kill(pid, signal.SIGKILL)
         return f"pid {pid} of {name} on {node}", None
 

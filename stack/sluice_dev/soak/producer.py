@@ -74,6 +74,7 @@ class TransactionalProducer:
     transactional_id: str = field(default_factory=lambda: f"sluice-soak-{uuid.uuid4().hex[:8]}")
     _thread: threading.Thread | None = None
     _more: threading.Event = field(default_factory=threading.Event)
+    _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> TransactionalProducer:
         self._thread = threading.Thread(target=self._run, name="soak-producer", daemon=True)
@@ -87,6 +88,11 @@ class TransactionalProducer:
     def finish(self) -> None:
         """Stop at ``count``, or at the end of the current transaction if past it."""
         self._more.clear()
+
+    def stop(self) -> None:
+        """Stop at the end of the current transaction, whatever the count (the soak is
+        ending early)."""
+        self._stop.set()
 
     @property
     def running(self) -> bool:
@@ -113,7 +119,7 @@ class TransactionalProducer:
         producer = self._new_producer()
         began = time.monotonic()
         first = 0
-        while first < spec.count or self._more.is_set():
+        while (first < spec.count or self._more.is_set()) and not self._stop.is_set():
             end = first + spec.transaction_size
             end = end if first >= spec.count else min(spec.count, end)
             abort = rng.random() < spec.abort_ratio

@@ -90,11 +90,11 @@ class Soak:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": opts.namespace}}
         )
         operator = cluster.Operator(self.layout, opts.namespace)
-        operator.start(self._wait)
-        images = tuple(cluster.register_images(self.layout))
         pipeline = cluster.Pipeline(kubectl, self.target)
         store = Store(self.target.contact, self.target.keyspace, self.target.pipeline_id)
         try:
+            operator.start(self._wait)
+            images = tuple(cluster.register_images(self.layout))
             return self._soak(kubectl, operator, pipeline, store, images)
         finally:
             self._tear_down(pipeline, operator)
@@ -127,6 +127,21 @@ class Soak:
             opts.abort_ratio,
         )
         producer = TransactionalProducer(production).start()
+        try:
+            return self._faults_and_checks(kubectl, operator, pipeline, store, images, producer)
+        finally:
+            producer.stop()
+
+    def _faults_and_checks(
+        self,
+        kubectl: Kubectl,
+        operator: cluster.Operator,
+        pipeline: cluster.Pipeline,
+        store: Store,
+        images: tuple[str, ...],
+        producer: TransactionalProducer,
+    ) -> report.Summary:
+        opts = self.options
         started = time.monotonic()
         self.say(
             f"producing {opts.events:,} events at {opts.rate:.0f}/s, transactional, "
@@ -152,7 +167,10 @@ class Soak:
             f"faults done; production ending at {max(producer.produced, opts.events):,} "
             "events; waiting for the pipeline to drain"
         )
-        producer.wait(timeout=max(600.0, opts.events / opts.rate * 2))
+        try:
+            producer.wait(timeout=max(600.0, opts.events / opts.rate * 2))
+        except (RuntimeError, TimeoutError) as err:
+            raise SoakError(str(err)) from err
         stable = self._drained(store)
         return self._summary(store, producer, stable)
 
