@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sluice_dev import procs, stack
+from sluice_dev import procs, registry, stack
 from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.nodeagent import control
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
@@ -164,7 +164,7 @@ def driver_pid(layout: Layout, namespace: str, pod: str) -> int | None:
 
 def nodes_ready(layout: Layout) -> bool:
     """Every node of the stack's agent Ready, as the API server sees it."""
-    return nodeagent.SERVERS[0].probe(layout) is None
+    return registry.server(nodeagent.NAME).probe(layout) is None
 
 
 def _free_port() -> int:
