@@ -17,12 +17,6 @@ from sluice_dev.soak.schedule import FaultKind
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 KINDS = (FaultKind.DRIVER_KILL, FaultKind.KAFKA_RESTART)
-READ_COMMITTED = (
-    "issue 12 item 2 (transactional producers): today's driver plans up to the high "
-    "watermark and reads read_uncommitted, so records of aborted transactions reach the "
-    "sink and the dead-letter topic; the fix (read_committed, plan to the last stable "
-    "offset) is being made in parallel"
-)
 
 
 def test_short_soak_through_a_driver_kill_a_kafka_restart_and_an_upgrade_loses_nothing(
@@ -52,19 +46,12 @@ def test_short_soak_through_a_driver_kill_a_kafka_restart_and_an_upgrade_loses_n
     assert [r.fault.number for r in summary.recoveries if r.commit is None] == []
     assert summary.production.sequence_numbers >= 6_000
     assert summary.production.aborted > 0, "the producer aborted transactions"
-    counters = summary.counters
-    aborted = {"aborted in sink", "aborted in dlq"}
-    assert {k: v for k, v in counters.items() if k not in aborted and v} == {}
     assert summary.dead_letters.letters >= summary.production.malformed_committed > 0
-    _xfail_if(counters["aborted in sink"] + counters["aborted in dlq"] > 0, READ_COMMITTED)
+    for counter in ("missing", "duplicates", "aborted in sink", "dlq missing"):
+        assert f"{counter}: 0" in summary.lines()
+    assert {name: value for name, value in summary.counters.items() if value} == {}
     assert summary.passed
 
 
 def _say(line: str) -> None:
     print(line, flush=True)
-
-
-def _xfail_if(condition: bool, reason: str) -> None:
-    """Only this assertion is expected to fail today; every other one ran before it."""
-    if condition:
-        pytest.xfail(reason)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from cassandra.cluster import Cluster
-from cassandra.policies import ConstantReconnectionPolicy
+from cassandra.policies import ConstantReconnectionPolicy, RoundRobinPolicy
 
 from sluice_dev.soak import checks, recovery
 
@@ -32,6 +32,8 @@ class Store:
             [host],
             port=int(port),
             reconnection_policy=ConstantReconnectionPolicy(1.0),
+            load_balancing_policy=RoundRobinPolicy(),
+            protocol_version=5,
             connect_timeout=5,
         )
         self.session = self.cluster.connect()
