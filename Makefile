@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo bench clean
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench clean
 
 all: test
 
@@ -71,6 +71,12 @@ test-e2e: provision
 
 demo: provision
 	$(BIN)/sluice-dev demo
+
+# The chaos soak of issue 12 (sluice-dev soak): 500,000 events from a transactional
+# producer through 21 seeded faults and 2 upgrades, one line per fault, then the checks
+# (missing, duplicates, aborted in sink, dlq missing, ...); exits non-zero on any.
+soak: provision
+	$(BIN)/sluice-dev soak --events 500000 --faults 21
 
 # The benchmark (bench/): Sluice's loop against Spark Structured Streaming on the local
 # Kafka and Cassandra, left running afterwards. Results in bench/results/. Options as

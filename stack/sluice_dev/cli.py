@@ -11,6 +11,7 @@ sluice-dev logs SERVER [-n N] [-f]   a server's log
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
+sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak (make soak)
 """
 
 from __future__ import annotations
@@ -103,6 +104,19 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--events", type=int, default=24_000, help="events produced")
     cmd.add_argument("--rate", type=float, default=200.0, help="events per second")
     cmd.set_defaults(run=_demo)
+
+    cmd = sub.add_parser(
+        "soak", help="chaos soak: seeded faults under a transactional producer, then checks"
+    )
+    cmd.add_argument("--events", type=int, default=500_000, help="events produced")
+    cmd.add_argument("--faults", type=int, default=21, help="faults, besides 2 spec changes")
+    cmd.add_argument("--rate", type=float, default=350.0, help="events per second")
+    cmd.add_argument("--seed", type=int, default=12, help="seed of the faults and the events")
+    cmd.add_argument("--spec-changes", type=int, default=2, help="clean-stop upgrades")
+    cmd.add_argument(
+        "--kinds", default="", help="comma-separated fault kinds to draw from (default: all)"
+    )
+    cmd.set_defaults(run=_soak)
     return parser
 
 
@@ -206,3 +220,35 @@ def _demo(layout: Layout, args: argparse.Namespace) -> int:
     from sluice_dev import demo
 
     return demo.run(layout, events=args.events, rate=args.rate)
+
+
+def _soak(layout: Layout, args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from sluice_dev.soak import run
+
+    def say(text: str) -> None:
+        print(f"[soak {datetime.now().strftime('%H:%M:%S')}] {text}", flush=True)
+
+    from sluice_dev.soak.schedule import FAULT_KINDS, FaultKind
+
+    try:
+        kinds = tuple(FaultKind(k) for k in args.kinds.split(",") if k) or FAULT_KINDS
+    except ValueError as err:
+        known = ", ".join(k.value for k in FaultKind)
+        print(f"sluice-dev soak: --kinds: {err}; known: {known}", file=sys.stderr)
+        return 2
+    options = run.Options(
+        events=args.events,
+        faults=args.faults,
+        rate=args.rate,
+        seed=args.seed,
+        spec_changes=args.spec_changes,
+        kinds=kinds,
+    )
+    try:
+        summary = run.run(layout, options, say)
+    except run.SoakError as err:
+        print(f"sluice-dev soak: {err}", file=sys.stderr)
+        return 1
+    return 0 if summary.passed else 1

@@ -1,0 +1,173 @@
+"""The soak's Kubernetes side, as a user drives it: the CRD, the operator run as a
+process of the stack (as ``make demo`` does), the job images on the node agent, and
+the pipeline's status, driver pod and driver process read back.
+
+Reads that poll during faults (kube-apiserver restarting) answer ``None`` instead of
+raising.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sluice_dev import procs, registry, stack
+from sluice_dev.kubectl import Kubectl, KubectlError
+from sluice_dev.nodeagent import control
+from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.servers import nodeagent
+from sluice_dev.servers.spark import NAME as SPARK_JARS
+from sluice_dev.servers.spark import spark_jars
+from sluice_dev.soak.manifest import Target
+
+IMAGE: Final = "sluice-soak/job"
+VERSIONS: Final = ("v1", "v2")
+CRD: Final = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
+
+
+def install_crd(kubectl: Kubectl) -> None:
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
+
+
+def register_images(layout: Layout) -> list[str]:
+    """``sluice-soak/job:v1`` and ``:v2``, as ``make demo`` registers its images: no
+    code root of their own (the driver's code is installed), Spark's Kafka jars."""
+    stack.provision(layout, [SPARK_JARS], say=lambda _line: None)
+    jars = ",".join(str(j) for j in spark_jars(layout))
+    images = []
+    for version in VERSIONS:
+        root = layout.stack / "soak" / "images" / version
+        root.mkdir(parents=True, exist_ok=True)
+        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jars}\n")
+        nodeagent.register_image(layout, f"{IMAGE}:{version}", root)
+        images.append(f"{IMAGE}:{version}")
+    return images
+
+
+@dataclass
+class Operator:
+    """``python -m sluice_operator`` watching the soak's namespace, as a stack process."""
+
+    layout: Layout
+    namespace: str
+    name: str = "soak-operator"
+    port: int = 0
+
+    def start(self, wait: Callable[[Callable[[], object], str, float], object]) -> int:
+        self.port = self.port or _free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "sluice_operator",
+            f"--namespace={self.namespace}",
+            f"--lease-namespace={self.namespace}",
+            "--http-host=127.0.0.1",
+            f"--http-port={self.port}",
+            "--no-leader-election",
+        ]
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.layout.kubeconfig),
+            **procs.marker_env(self.layout.stack),
+        }
+        pid = procs.spawn(
+            argv,
+            log=self.layout.log(self.name),
+            pidfile=self.layout.pidfile(self.name),
+            env=env,
+            cwd=REPO_ROOT,
+        )
+        wait(self.healthy, f"the operator's /healthz on port {self.port}", 120)
+        return pid
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def pid(self) -> int | None:
+        return procs.read_pid(self.layout.pidfile(self.name))
+
+    def kill(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+        self.layout.pidfile(self.name).unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            procs.terminate([pid], grace=10)
+        self.layout.pidfile(self.name).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    kubectl: Kubectl
+    target: Target
+
+    def get(self) -> dict[str, Any] | None:
+        """The StreamingPipeline object, ``None`` if it does not exist."""
+        found = json.loads(
+            self.kubectl("get", "sp", "-n", self.target.namespace, "-o", "json") or "{}"
+        )
+        for item in found.get("items", []):
+            if item["metadata"]["name"] == self.target.name:
+                return dict(item)
+        return None
+
+    def status(self) -> dict[str, Any] | None:
+        """Its status; ``None`` while the API does not answer."""
+        try:
+            found = self.get()
+        except (KubectlError, ValueError):
+            return None
+        return dict((found or {}).get("status") or {})
+
+    def delete(self) -> None:
+        self.kubectl(
+            "delete", "sp", self.target.name, "-n", self.target.namespace, "--timeout=180s"
+        )
+
+    def driver_pod(self) -> dict[str, Any] | None:
+        status = self.status() or {}
+        if not status.get("driverPod"):
+            return None
+        try:
+            pod = self.kubectl(
+                "get", "pod", status["driverPod"], "-n", self.target.namespace, "-o", "json"
+            )
+        except KubectlError:
+            return None
+        return dict(json.loads(pod))
+
+
+def driver_pid(layout: Layout, namespace: str, pod: str) -> int | None:
+    """The pid of the running process of ``pod``, as the node agent reports it."""
+    for process in control.processes(layout):
+        mine = process["namespace"] == namespace and process["pod"] == pod
+        if mine and process["pid"] and process.get("exit_code") is None:
+            return int(process["pid"]) if procs.pid_alive(int(process["pid"])) else None
+    return None
+
+
+def nodes_ready(layout: Layout) -> bool:
+    """Every node of the stack's agent Ready, as the API server sees it."""
+    return registry.server(nodeagent.NAME).probe(layout) is None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

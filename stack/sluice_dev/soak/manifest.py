@@ -1,0 +1,70 @@
+"""The soak's StreamingPipeline, built from the contract's own spec model (so it is
+validated here exactly as the driver will parse it). A pure function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sluice_api import names
+from sluice_api.spec import PipelineSpec
+
+ENTRYPOINT: Final = "sluice_job.examples.events:transform"
+"""One row per valid event, keyed by event id; malformed ones rejected with a reason."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the soak's pipeline lives and what it reads and writes."""
+
+    namespace: str
+    name: str
+    bootstrap: str
+    topic: str
+    dead_letter_topic: str
+    contact: str
+    keyspace: str
+
+    @property
+    def pipeline_id(self) -> str:
+        """The id the driver keys its checkpoint by."""
+        return f"{self.namespace}/{self.name}"
+
+
+def manifest(target: Target, image: str) -> dict[str, Any]:
+    spec = PipelineSpec.model_validate(
+        {
+            "image": image,
+            "source": {
+                "kafka": {
+                    "bootstrapServers": target.bootstrap,
+                    "topics": [target.topic],
+                    "maxRecordsPerPartition": 2_000,
+                    "startingOffsets": "earliest",
+                }
+            },
+            "transform": {"entrypoint": ENTRYPOINT},
+            "sink": {
+                "cassandra": {
+                    "contactPoints": [target.contact],
+                    "keyspace": target.keyspace,
+                    "table": "events",
+                }
+            },
+            "deadLetter": {"kafka": {"topic": target.dead_letter_topic}},
+            "checkpoint": {
+                "cassandra": {"contactPoints": [target.contact], "keyspace": target.keyspace}
+            },
+            "trigger": {"intervalSeconds": 1},
+            "spark": {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}},
+            "upgrade": {"stopTimeoutSeconds": 60},
+            "failover": {"nodeLostSeconds": 5},
+            "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 8, "maxFailures": 10},
+        }
+    )
+    return {
+        "apiVersion": f"{names.GROUP}/{names.VERSION}",
+        "kind": names.KIND,
+        "metadata": {"name": target.name, "namespace": target.namespace},
+        "spec": spec.model_dump(by_alias=True, exclude_none=True, mode="json"),
+    }
