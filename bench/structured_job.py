@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -48,10 +49,11 @@ from sluice_api.spec import PipelineSpec
 from sluice_job import spark, transform
 from sluice_job.reader import BATCH_ID_COLUMN
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget
-from sluice_job.write_order import write_version
+from sluice_job.write_order import next_version, write_version
 
 EPOCH = 1
-"""The baseline's write versions use epoch 1, as the benchmark's Sluice driver does."""
+"""The baseline's write versions use epoch 1, as the benchmark's Sluice driver does,
+and the batch's start on the wall clock, as the driver's plan does."""
 
 
 class ProgressFile(StreamingQueryListener):
@@ -111,7 +113,7 @@ def start(session: SparkSession, config: Mapping[str, Any]) -> StreamingQuery:
     def write_batch(frame: DataFrame, batch_id: int) -> None:
         records = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))
         result = transform.apply(function, records, options)
-        writer.write(result.output, write_version(batch_id + 1, EPOCH))
+        writer.write(result.output, write_version(next_version(0, time.time()), EPOCH))
 
     query = (
         stream(session, spec, int(config["max_offsets_per_trigger"]))

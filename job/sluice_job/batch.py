@@ -59,6 +59,7 @@ def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any
         "batch_id": batch.batch_id,
         "epoch": epoch,
         "recovered": recovered,
+        "version": batch.version,
         "ranges": offsets.ranges_json(batch.ranges),
         "records": batch.records,
         "records_out": times.records_out if times else 0,

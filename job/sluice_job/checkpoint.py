@@ -73,6 +73,9 @@ class Batch:
     batch_id: int
     ranges: tuple[OffsetRange, ...]
     positions: dict[TopicPartition, int]
+    version: int = 0
+    """The batch's write version (``write_order``), fixed when it is planned; 0 for a
+    batch planned by a driver that predates versions (it gets one when recovered)."""
     lost: tuple[Skip, ...] = field(default=(), compare=False)
     """Skips (``planner.Skip``) of a recovered batch whose starts retention deleted:
     recorded in its history row (``lost``), never in the plan."""
@@ -86,6 +89,7 @@ class Batch:
             {
                 "ranges": offsets.ranges_json(self.ranges),
                 "positions": offsets.to_json(self.positions),
+                "version": self.version,
             }
         )
 
@@ -97,7 +101,9 @@ class Batch:
             for topic, parts in data["ranges"].items()
             for p, span in parts.items()
         )
-        return cls(batch_id, ranges, offsets.from_json(data["positions"]))
+        return cls(
+            batch_id, ranges, offsets.from_json(data["positions"]), int(data.get("version", 0))
+        )
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,9 @@ class Checkpoint:
     released: bool
     planned: Batch | None = None
     """Batch ``batch_id + 1`` if it was planned but not committed: to be re-executed."""
+    version: int = 0
+    """The write version of batch ``batch_id`` (0 before versions were stored): the
+    next batch's version is greater (``write_order``)."""
 
 
 @dataclass
@@ -237,6 +246,7 @@ class CheckpointStore:
             json.dumps(offsets.ranges_json(batch.ranges)),
             batch.records,
             started_at,
+            batch.version,
             self.pipeline,
             self.owner,
             epoch,
@@ -299,6 +309,7 @@ class CheckpointStore:
                 if row.planned and row.planned_id == row.batch_id + 1
                 else None
             ),
+            version=row.write_version or 0,
         )
 
     def history(self, limit: int = 1000) -> list[Any]:
@@ -394,7 +405,7 @@ def schema_statements(ks: str) -> list[str]:
             pipeline text PRIMARY KEY, format int, epoch bigint, owner uuid,
             batch_id bigint, offsets text, code_version text, updated_at timestamp,
             released boolean, planned_id bigint, planned text, last_ranges text,
-            last_records bigint, last_started_at timestamp)""",
+            last_records bigint, last_started_at timestamp, write_version bigint)""",
         f"""CREATE TABLE IF NOT EXISTS {ks}.batches (
             pipeline text, batch_id bigint, epoch bigint, owner uuid, code_version text,
             ranges text, records bigint, started_at timestamp, committed_at timestamp,
@@ -402,6 +413,8 @@ def schema_statements(ks: str) -> list[str]:
             PRIMARY KEY (pipeline, batch_id)) WITH CLUSTERING ORDER BY (batch_id DESC)""",
         # The offsets retention deleted from a recovered batch (tables made before it).
         f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS lost text",
+        # The last committed batch's write version (rows made before versions).
+        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS write_version bigint",
         f"""CREATE TABLE IF NOT EXISTS {ks}.claims (
             pipeline text, epoch bigint, owner uuid, code_version text,
             batch_id_at_claim bigint, claimed_at timestamp,
@@ -410,7 +423,7 @@ def schema_statements(ks: str) -> list[str]:
 
 
 LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
-    planned FROM {ks}.checkpoints WHERE pipeline = ?"""
+    planned, write_version FROM {ks}.checkpoints WHERE pipeline = ?"""
 
 
 def statements(ks: str) -> dict[str, str]:
@@ -424,7 +437,7 @@ def statements(ks: str) -> dict[str, str]:
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
             updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
-            planned_id = null, planned = null
+            write_version = ?, planned_id = null, planned = null
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "release": f"""UPDATE {ks}.checkpoints SET released = true, updated_at = ?
             WHERE pipeline = ? IF owner = ? AND epoch = ?""",

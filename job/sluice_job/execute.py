@@ -85,7 +85,7 @@ class SparkExecutor:
         elif result.rejects is not None:
             counted = self._counter.submit(result.rejects.count)
         try:
-            records_out = self._write(result.output, batch.batch_id, epoch)
+            records_out = self._write(result.output, write_version(batch.version, epoch))
         except BaseException:
             if counted is not None:
                 wait([counted])  # the write's failure is the one to report
@@ -109,9 +109,9 @@ class SparkExecutor:
         if count:
             self.dead_letters.write(_rejects(rejects, count), batch_id=batch_id, count=count)
 
-    def _write(self, output: DataFrame, batch_id: int, epoch: int) -> int:
+    def _write(self, output: DataFrame, version: int) -> int:
         """Rows written; counted by the sink, or else by one more evaluation."""
-        written = self.sink.write(output, write_version(batch_id, epoch))
+        written = self.sink.write(output, version)
         return written if written is not None else output.count()
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sluice_api.spec import OnOffsetOutOfRange
-from sluice_job import announce, logs, offsets, outages
+from sluice_job import announce, logs, offsets, outages, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, log_fields
 from sluice_job.checkpoint import Batch, FencedError
@@ -66,6 +66,8 @@ class Progress:
 
     batch_id: int = 0
     positions: dict[TopicPartition, int] = field(default_factory=dict)
+    version: int = 0
+    """The write version of batch ``batch_id`` (``write_order``)."""
     batches: int = 0
     records: int = 0
     skipped: int = 0
@@ -88,6 +90,8 @@ class Runner:
     initial_cap: int | None = None
     clock: Callable[[], float] = time.perf_counter
     """Times batches (seconds); tests pass a fake."""
+    wall: Callable[[], float] = time.time
+    """The wall clock that batch versions follow (``write_order``); tests pass a fake."""
     pause: Callable[[float], None] = time.sleep
     """Waits between attempts through a dependency outage; tests pass a fake."""
     batch_timeout: float | None = None
@@ -112,6 +116,7 @@ class Runner:
         checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
         self.progress.batch_id = checkpoint.batch_id
         self.progress.positions = dict(checkpoint.positions)
+        self.progress.version = checkpoint.version
         logs.event(
             "claimed",
             epoch=self.epoch,
@@ -158,7 +163,12 @@ class Runner:
             )
         if not result.ranges and result.positions == self.progress.positions:
             return None
-        return Batch(self.progress.batch_id + 1, result.ranges, dict(result.positions))
+        return Batch(
+            self.progress.batch_id + 1, result.ranges, dict(result.positions), self._version()
+        )
+
+    def _version(self) -> int:
+        return write_order.next_version(self.progress.version, self.wall())
 
     def _retrying(self, step: str, call: Callable[[], T]) -> T:
         """``call``, run again through outages of Cassandra, Kafka or Datastore: the
@@ -207,6 +217,7 @@ class Runner:
 
     def _advance(self, batch: Batch) -> None:
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
+        self.progress.version = batch.version
         self.progress.batches += 1
         self.progress.records += batch.records
 
@@ -243,6 +254,8 @@ class Runner:
         is reported (``onOffsetOutOfRange: earliest``) or fails the driver (``fail``);
         the id is never re-planned with other ends (outputs keyed by batch id would
         count records twice)."""
+        if planned is not None and not planned.version:  # planned before versions
+            planned = dataclasses.replace(planned, version=self._version())
         if planned is None or not planned.ranges:
             return planned
         marks = self._marks = self.watermarks.fetch(self.topics)

@@ -257,7 +257,7 @@ def test_the_driver_writes_every_kafka_event_once_into_datastore(
         assert entity["event_time"].replace(tzinfo=None) == event_time
     batches = run.batches()
     assert sum(b["records"] for b in batches) == records
-    versions = {write_version(b["batch_id"], 1) for b in batches if b["records"]}
+    versions = {write_version(b["version"], 1) for b in batches if b["records"]}
     assert {e[VERSION_PROPERTY] for e in stored.values()} == versions
 
 

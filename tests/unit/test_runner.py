@@ -114,7 +114,7 @@ def test_failed_batch_is_not_committed_and_nothing_after_it_is_planned() -> None
 
 def test_a_planned_batch_left_by_a_crash_is_executed_exactly_as_planned() -> None:
     marks = {TP0: Watermarks(0, 100)}
-    planned = Batch(8, (OffsetRange(TP0, 70, 73),), {TP0: 73})
+    planned = Batch(8, (OffsetRange(TP0, 70, 73),), {TP0: 73}, version=1_700_000_000_000)
     store = FakeStore(Checkpoint(7, {TP0: 70}, 1, None, "v1", False, planned=planned))
     loop = runner(store, marks, cap=10)
     loop.run()
@@ -341,3 +341,46 @@ def test_with_on_offset_out_of_range_fail_the_driver_stops_naming_the_partition(
     with pytest.raises(OffsetOutOfRangeError, match="t/0: committed offset 0"):
         loop.run()
     assert store.committed == []
+
+
+def test_batch_versions_follow_the_wall_clock_and_only_grow() -> None:
+    """Write versions (write_order) are the plan's millisecond, raised past the last
+    committed batch's version: after a checkpoint reset they start at the clock, not
+    at 1, and a clock behind the previous driver's still gives greater versions."""
+    marks = {TP0: Watermarks(0, 30)}
+    stored = 1_900_000_000_000  # a previous driver's clock was ahead of ours
+    store = FakeStore(Checkpoint(0, {}, 1, None, "", False, version=stored))
+    loop = runner(store, marks, cap=10)
+    loop.wall = lambda: 1_800_000_000.5
+    loop.run()
+    assert [b.version for b in store.committed] == [stored + 1, stored + 2, stored + 3]
+    assert store.planned == store.committed, "the version is written ahead with the ranges"
+
+    fresh = FakeStore()  # no checkpoint: a reset, or a new pipeline on an old table
+    loop = runner(fresh, marks, cap=10)
+    clock = iter([1_800_000_000.5, 1_800_000_000.5, 1_800_000_002.25])
+    loop.wall = lambda: next(clock)
+    loop.run()
+    assert [b.version for b in fresh.committed] == [
+        1_800_000_000_500,
+        1_800_000_000_501,
+        1_800_000_002_250,
+    ]
+
+
+def test_a_recovered_batch_keeps_its_version_and_one_planned_before_versions_gets_one() -> None:
+    marks = {TP0: Watermarks(0, 20)}
+    planned = Batch(1, (OffsetRange(TP0, 0, 10),), {TP0: 10}, version=1_700_000_000_000)
+    store = FakeStore(Checkpoint(0, {}, 1, None, "", False, planned=planned))
+    loop = runner(store, marks, cap=10)
+    loop.wall = lambda: 1_800_000_000.0
+    loop.run()
+    assert [b.version for b in store.committed] == [1_700_000_000_000, 1_800_000_000_000]
+
+    legacy = dataclasses.replace(planned, version=0)
+    store = FakeStore(Checkpoint(0, {}, 1, None, "", False, planned=legacy, version=5))
+    loop = runner(store, marks, cap=10)
+    loop.wall = lambda: 1_800_000_000.0
+    loop.run()
+    assert [b.version for b in store.committed] == [1_800_000_000_000, 1_800_000_000_001]
+    assert store.committed[0].ranges == legacy.ranges
