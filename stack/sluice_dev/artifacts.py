@@ -6,14 +6,21 @@ is never touched again. The recipe hash covers the files the build reads (a pom,
 go.mod and go.sum) and the build's own settings (for a Go build: the Go version, the
 build flags and tags), so changing any of them builds afresh instead of reusing a
 stale copy.
+
+The cache is shared by every clone on the machine (a CI rehearsal beside a working
+copy), so ``ensure`` holds an exclusive lock on ``<artifact dir>.lock`` while it checks
+and builds: a second provisioner of the same artifact waits and then finds it built,
+instead of deleting the first one's half-finished directory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +77,30 @@ class Outcome:
 
 
 def ensure(artifact: Artifact, layout: Layout) -> Outcome:
-    """Build ``artifact`` unless a complete copy is cached; idempotent."""
+    """Build ``artifact`` unless a complete copy is cached; idempotent, and safe to
+    call from several processes at once (one builds, the others wait for it)."""
     started = time.monotonic()
-    target = artifact.path(layout)
     if artifact.ready(layout):
         return Outcome(artifact, cached=True, seconds=time.monotonic() - started)
+    with _exclusive(artifact.path(layout)):
+        if artifact.ready(layout):  # another provisioner built it while we waited
+            return Outcome(artifact, cached=True, seconds=time.monotonic() - started)
+        _build(artifact, artifact.path(layout))
+    return Outcome(artifact, cached=False, seconds=time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _exclusive(target: Path) -> Iterator[None]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.with_name(target.name + ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(artifact: Artifact, target: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     staging = target.with_name(target.name + ".partial")
@@ -84,4 +110,3 @@ def ensure(artifact: Artifact, layout: Layout) -> Outcome:
     artifact.build(staging)
     (staging / COMPLETE).write_text(f"{artifact.name} {artifact.version}\n")
     staging.rename(target)
-    return Outcome(artifact, cached=False, seconds=time.monotonic() - started)
