@@ -16,6 +16,12 @@ RECORDS_IN: Final = "sluice_records_in"
 RECORDS_OUT: Final = "sluice_records_out"
 RECORDS_REJECTED: Final = "sluice_records_rejected"
 RECORDS_SKIPPED: Final = "sluice_records_skipped"
+OFFSET_RESETS: Final = "sluice_offset_resets"
+"""Times a partition's checkpoint was beyond its end (topic recreated or truncated)
+and reading started again at its earliest offset; labelled topic and partition."""
+OFFSET_RESET_FROM: Final = "sluice_offset_reset_from"
+OFFSET_RESET_TO: Final = "sluice_offset_reset_to"
+"""The committed offset and the offset reading resumed at, of a partition's last reset."""
 BATCH_PHASE_SECONDS: Final = "sluice_batch_phase_seconds"
 BATCH_SECONDS: Final = "sluice_batch_seconds"
 CONSUMER_LAG: Final = "sluice_consumer_lag"
@@ -47,6 +53,9 @@ DRIVER: Final = (
     RECORDS_OUT,
     RECORDS_REJECTED,
     RECORDS_SKIPPED,
+    OFFSET_RESETS,
+    OFFSET_RESET_FROM,
+    OFFSET_RESET_TO,
     BATCH_PHASE_SECONDS,
     BATCH_SECONDS,
     CONSUMER_LAG,

@@ -99,11 +99,13 @@ class KafkaSource(Model):
     on_offset_out_of_range: OnOffsetOutOfRange = Field(
         default=OnOffsetOutOfRange.FAIL,
         description=(
-            "When retention deleted records past the checkpoint: fail (stop, nothing is "
-            "skipped silently) or earliest (skip to the oldest record: counted in "
-            "sluice_records_skipped_total, logged, a RecordsLost condition and Event, and "
-            "for a planned batch the lost offsets in its history row; the batch keeps its "
-            "id and end offsets)."
+            "When retention deleted records past the checkpoint, or the checkpoint is beyond "
+            "a partition's end (the topic was deleted and recreated): fail (stop, naming "
+            "topic, partition and offsets; nothing is skipped silently) or earliest (skip "
+            "to the oldest record, or read a recreated partition from its start: counted in "
+            "sluice_records_skipped_total or sluice_offset_resets_total, logged, a "
+            "RecordsLost or OffsetOutOfRange condition and Event, and for a planned batch "
+            "the lost offsets in its history row; the batch keeps its id and end offsets)."
         ),
     )
     credentials_secret: SecretName | None = Field(

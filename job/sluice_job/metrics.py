@@ -56,8 +56,21 @@ RECORDS_REJECTED = Counter(
 )
 RECORDS_SKIPPED = Counter(
     names.RECORDS_SKIPPED,
-    "Records deleted by retention before they were read (onOffsetOutOfRange: earliest).",
+    "Records deleted before they were read, by retention or with a recreated topic "
+    "(onOffsetOutOfRange: earliest).",
     PARTITION,
+)
+OFFSET_RESETS = Counter(
+    names.OFFSET_RESETS,
+    "Checkpoints found beyond their partition's end (topic recreated or truncated); "
+    "reading started again at the earliest offset (onOffsetOutOfRange: earliest).",
+    PARTITION,
+)
+OFFSET_RESET_FROM = Gauge(
+    names.OFFSET_RESET_FROM, "Committed offset of the partition's last reset.", PARTITION
+)
+OFFSET_RESET_TO = Gauge(
+    names.OFFSET_RESET_TO, "Offset the partition's last reset resumed at.", PARTITION
 )
 PHASE_SECONDS = Histogram(
     names.BATCH_PHASE_SECONDS,
@@ -158,7 +171,12 @@ class PrometheusObserver:
         CAP.labels(self.pipeline).set(records_per_partition)
 
     def skipped(self, skip: Skip) -> None:
-        RECORDS_SKIPPED.labels(self.pipeline, skip.tp.topic, str(skip.tp.partition)).inc(skip.count)
+        where = (self.pipeline, skip.tp.topic, str(skip.tp.partition))
+        RECORDS_SKIPPED.labels(*where).inc(skip.count)
+        if skip.beyond_end:
+            OFFSET_RESETS.labels(*where).inc()
+            OFFSET_RESET_FROM.labels(*where).set(skip.committed)
+            OFFSET_RESET_TO.labels(*where).set(skip.resumed_at)
 
     def committed(self, done: Committed) -> None:
         if self.endpoint is not None:

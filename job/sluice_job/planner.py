@@ -17,21 +17,28 @@ from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermark
 
 
 class OffsetOutOfRangeError(Exception):
-    """The checkpoint points outside what Kafka still retains, and policy is ``fail``."""
+    """The checkpoint points outside what Kafka still holds, and policy is ``fail``."""
 
     def __init__(self, tp: TopicPartition, committed: int, marks: Watermarks) -> None:
         self.tp, self.committed, self.marks = tp, committed, marks
         super().__init__(
-            f"{tp}: committed offset {committed} is outside the retained range "
-            f"[{marks.low}, {marks.high}) (retention deleted records, or the topic was "
-            "recreated); set source.kafka.onOffsetOutOfRange: earliest to skip to the "
-            "oldest retained record"
+            f"{tp}: committed offset {committed} is beyond the end offset {marks.high} "
+            f"of the partition (it holds [{marks.low}, {marks.high})): the topic was deleted "
+            "and recreated, or the partition lost records; set "
+            "source.kafka.onOffsetOutOfRange: earliest to resume at its earliest offset "
+            f"{marks.low}"
+            if committed > marks.high
+            else f"{tp}: committed offset {committed} is outside the retained range "
+            f"[{marks.low}, {marks.high}) (retention deleted records); set "
+            "source.kafka.onOffsetOutOfRange: earliest to skip to the oldest retained record"
         )
 
 
 @dataclass(frozen=True)
 class Skip:
-    """Records lost to retention between the checkpoint and the oldest retained one."""
+    """Where reading jumped from ``committed`` to ``resumed_at``: forward over records
+    retention deleted, or back to the start of a partition whose end is now below the
+    checkpoint (the topic was deleted and recreated, or the partition truncated)."""
 
     tp: TopicPartition
     committed: int
@@ -39,7 +46,14 @@ class Skip:
 
     @property
     def count(self) -> int:
+        """Records lost: those between the checkpoint and where reading resumed."""
         return max(0, self.resumed_at - self.committed)
+
+    @property
+    def beyond_end(self) -> bool:
+        """The checkpoint was past the partition's end: Kafka no longer has the offsets
+        it counted, so reading starts again at the partition's earliest offset."""
+        return self.committed > self.resumed_at
 
 
 @dataclass(frozen=True)
@@ -106,11 +120,18 @@ def retained(
 ) -> tuple[tuple[OffsetRange, ...], tuple[Skip, ...]]:
     """A planned batch's ranges after retention: starts raised to the oldest retained
     offset, ends kept (a batch id always covers the same end offsets), and what was
-    lost. A range that retention deleted whole becomes empty and is left out."""
+    lost. A range that retention deleted whole becomes empty and is left out, and so
+    does a range that ends past the partition's end (the topic was recreated or the
+    partition truncated: the offsets no longer name the records that were planned),
+    whose records are all lost; the batch's positions still move past it, so the
+    next plan finds the checkpoint beyond the end and follows the policy."""
     kept: list[OffsetRange] = []
     skips: list[Skip] = []
     for item in ranges:
         marks = watermarks.get(item.tp)
+        if marks is not None and item.end > marks.high:
+            skips.append(Skip(item.tp, item.start, item.end))
+            continue
         start = item.start if marks is None else min(max(item.start, marks.low), item.end)
         if start > item.start:
             skips.append(Skip(item.tp, item.start, start))

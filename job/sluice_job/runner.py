@@ -277,7 +277,10 @@ class Runner:
             self.progress.skipped += skip.count
             self.observer.skipped(skip)
             logs.event(
-                "skipped records deleted by retention",
+                "committed offset beyond the end of the partition (topic recreated or "
+                "truncated): reading it again from its earliest offset"
+                if skip.beyond_end
+                else "skipped records deleted by retention",
                 level=30,
                 partition=str(skip.tp),
                 committed=skip.committed,

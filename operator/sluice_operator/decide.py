@@ -250,6 +250,8 @@ def _steady(
     actions += told
     status, told = _with_losses(status, pod, obs)
     actions += told
+    status, told = _with_resets(status, pod, obs)
+    actions += told
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
     )
@@ -405,14 +407,40 @@ def _with_losses(status: Status, pod: PodView, obs: Observed) -> tuple[Status, l
     report = obs.progress
     if report is None or report.epoch != pod.epoch or not report.lost:
         return status, []
-    message = "records deleted by retention before they were read: " + ", ".join(
-        f"{where} {count}" for where, count in report.lost
+    message = (
+        "records deleted before they were read (retention, or a recreated topic): "
+        + ", ".join(f"{where} {count}" for where, count in report.lost)
     )
     previous = next((c for c in status.conditions if c.get("type") == LOSSES), None)
     if previous is not None and previous.get("message") == message:
         return status, []
     conditions = _set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs.now)
     return replace(status, conditions=conditions), [Emit("Warning", "RecordsLost", message)]
+
+
+RESETS: Final = "OffsetOutOfRange"
+
+
+def _with_resets(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
+    """An ``OffsetOutOfRange`` condition and Event when the running driver found its
+    checkpoint beyond a partition's end (the topic was deleted and recreated, or the
+    partition truncated) and read it again from its earliest offset
+    (``onOffsetOutOfRange: earliest``), naming partition and offsets."""
+    report = obs.progress
+    resets = [r for r in report.resets if r.times] if report and report.epoch == pod.epoch else []
+    if not resets:
+        return status, []
+    message = "committed offset beyond the end of the partition (topic recreated or " + (
+        "truncated): "
+        + ", ".join(
+            f"{r.where} committed {r.committed}, read again from {r.resumed_at}" for r in resets
+        )
+    )
+    previous = next((c for c in status.conditions if c.get("type") == RESETS), None)
+    if previous is not None and previous.get("message") == message:
+        return status, []
+    conditions = _set_condition(status, RESETS, "True", "BeyondEndOffset", message, obs.now)
+    return replace(status, conditions=conditions), [Emit("Warning", RESETS, message)]
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:

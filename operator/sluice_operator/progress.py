@@ -47,6 +47,21 @@ class DriverProgress:
     """Dependencies the driver is waiting for (``sluice_dependency_available`` 0)."""
     lost: tuple[tuple[str, int], ...] = ()
     """Records retention deleted before they were read, per ``topic/partition``."""
+    resets: tuple[OffsetReset, ...] = ()
+    """Partitions whose checkpoint was beyond their end (a recreated topic)."""
+
+
+@dataclass(frozen=True)
+class OffsetReset:
+    """A partition read again from its earliest offset because the checkpoint was
+    beyond its end, as the driver's ``sluice_offset_reset*`` series report it."""
+
+    where: str
+    """``topic/partition``."""
+    times: int
+    committed: int
+    """The committed offset of the last reset."""
+    resumed_at: int
 
 
 def parse(text: str, pipeline: str) -> DriverProgress | None:
@@ -57,6 +72,7 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
     lag: float | None = None
     unavailable: set[str] = set()
     lost: dict[str, int] = {}
+    resets: dict[str, dict[str, int]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("pipeline") != pipeline:
@@ -66,6 +82,9 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
             elif sample.name == names.RECORDS_SKIPPED + "_total" and sample.value > 0:
                 where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
                 lost[where] = int(sample.value)
+            elif sample.name in RESET_SERIES:
+                where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
+                resets.setdefault(where, {})[sample.name] = int(sample.value)
             elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
                 unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
             elif sample.name in (BATCH, COMMITTED_AT, EPOCH):
@@ -85,6 +104,23 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         lag=None if lag is None else int(lag),
         unavailable=tuple(sorted(unavailable)),
         lost=tuple(sorted(lost.items())),
+        resets=tuple(_reset(where, values) for where, values in sorted(resets.items())),
+    )
+
+
+RESET_SERIES: Final = (
+    names.OFFSET_RESETS + "_total",
+    names.OFFSET_RESET_FROM,
+    names.OFFSET_RESET_TO,
+)
+
+
+def _reset(where: str, values: dict[str, int]) -> OffsetReset:
+    return OffsetReset(
+        where,
+        values.get(names.OFFSET_RESETS + "_total", 0),
+        values.get(names.OFFSET_RESET_FROM, 0),
+        values.get(names.OFFSET_RESET_TO, 0),
     )
 
 

@@ -23,7 +23,7 @@ from sluice_operator.model import (
     Status,
     StopReason,
 )
-from sluice_operator.progress import DriverProgress
+from sluice_operator.progress import DriverProgress, OffsetReset
 from tests.support.observations import NOW, observed, spec
 
 pytestmark = pytest.mark.unit
@@ -286,3 +286,20 @@ def test_records_lost_to_retention_are_a_condition_and_an_event_naming_the_parti
     assert "ui/3 50" in condition["message"]
     again = decide(observed(written(first), (pod,), progress=lost))
     assert not [a for a in again.actions if isinstance(a, Emit)], "one Event per new loss"
+
+
+def test_a_checkpoint_beyond_a_partitions_end_is_a_condition_and_an_event_with_offsets() -> None:
+    """Issue 12 item 5: a recreated topic, read again from its start, is told where
+    users look, naming partition and offsets."""
+    status, pod = running(epoch=4)
+    reset = OffsetReset("ui/0", 1, committed=200, resumed_at=0)
+    progress = DriverProgress(4, batch_id=None, committed_at=None, lag=0, resets=(reset,))
+    first = decide(observed(status, (pod,), progress=progress))
+    assert [(e.type, e.reason) for e in first.actions if isinstance(e, Emit)] == [
+        ("Warning", "OffsetOutOfRange")
+    ]
+    [condition] = [c for c in written(first).conditions if c["type"] == "OffsetOutOfRange"]
+    assert condition["reason"] == "BeyondEndOffset"
+    assert "ui/0 committed 200, read again from 0" in condition["message"]
+    again = decide(observed(written(first), (pod,), progress=progress))
+    assert not [a for a in again.actions if isinstance(a, Emit)], "one Event per new reset"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
-from sluice_job.planner import OffsetOutOfRangeError, Policy, plan
+from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
 
 pytestmark = pytest.mark.unit
 
@@ -135,3 +135,38 @@ def test_starting_offsets_place_a_new_pipeline_and_later_partitions_start_at_ear
     grown = plan({t0: 100, t1: 40}, marks, latest)
     assert grown.ranges == (OffsetRange(t2, 5, 300),)
     assert grown.added == (t2,)
+
+
+@given(st.integers(1, 1_000), st.integers(0, 1_000))
+def test_a_checkpoint_beyond_the_end_fails_by_default_naming_it(committed: int, held: int) -> None:
+    """The topic was deleted and recreated (or truncated): its end is below the
+    checkpoint. Before, the message spoke of retention only."""
+    tp = TopicPartition("events", 3)
+    marks = Watermarks(0, max(0, committed - 1 - held))
+    with pytest.raises(OffsetOutOfRangeError, match="events/3") as err:
+        plan({tp: committed}, {tp: marks}, policy(10))
+    assert f"committed offset {committed} is beyond the end offset {marks.high}" in str(err.value)
+    assert "recreated" in str(err.value)
+
+
+def test_a_checkpoint_beyond_the_end_resumes_at_the_earliest_offset_when_asked() -> None:
+    tp = TopicPartition("events", 0)
+    skipping = Policy(StartingOffsets.EARLIEST, OnOffsetOutOfRange.EARLIEST, 10)
+    result = plan({tp: 200}, {tp: Watermarks(0, 30)}, skipping)
+    assert [(s.committed, s.resumed_at, s.beyond_end, s.count) for s in result.skips] == [
+        (200, 0, True, 0)
+    ]
+    assert result.ranges == (OffsetRange(tp, 0, 10),)
+
+
+def test_a_planned_range_past_the_partitions_end_is_lost_whole_and_its_batch_keeps_the_rest() -> (
+    None
+):
+    recreated, fine = TopicPartition("events", 0), TopicPartition("events", 1)
+    ranges = (OffsetRange(recreated, 100, 150), OffsetRange(fine, 10, 20))
+    marks = {recreated: Watermarks(0, 120), fine: Watermarks(0, 40)}
+    kept, lost = retained(ranges, marks)
+    assert kept == (OffsetRange(fine, 10, 20),)
+    assert lost == (Skip(recreated, 100, 150),)
+    assert lost[0].count == 50
+    assert not lost[0].beyond_end

@@ -79,3 +79,19 @@ def test_records_skipped_for_retention_are_reported_per_partition() -> None:
     report = parse(generate_latest().decode(), pipeline)
     assert report is not None
     assert report.lost == (("ui-events/1", 50),)
+
+
+def test_a_checkpoint_beyond_a_partitions_end_is_reported_with_its_offsets() -> None:
+    """Issue 12 item 5: before, a recreated topic was a skip of 0 records, which no
+    metric, condition or Event showed."""
+    from sluice_job.planner import Skip
+    from sluice_operator.progress import OffsetReset
+
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
+    observer = PrometheusObserver(pipeline)
+    observer.started("sluice-job:v1", epoch=3)
+    observer.skipped(Skip(TP0, 200, 0))
+    report = parse(generate_latest().decode(), pipeline)
+    assert report is not None
+    assert report.lost == ()
+    assert report.resets == (OffsetReset("ui-events/0", 1, committed=200, resumed_at=0),)
