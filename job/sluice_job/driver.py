@@ -48,7 +48,11 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except FencedError as err:
         fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
         return dataclasses.replace(fenced, held_by_epoch=err.held_by)
-    except (transform.EntrypointError, KeyspaceMissingError) as err:
+    except (
+        transform.EntrypointError,
+        transform.NondeterministicTransformError,
+        KeyspaceMissingError,
+    ) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
         points = ", ".join(cfg.spec.checkpoint.cassandra.contact_points)

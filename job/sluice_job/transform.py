@@ -17,7 +17,11 @@ filtered on purpose (say, an event type the pipeline ignores): nothing tracks it
 Both frames are lazy: the output is computed by the Spark job that writes the sink,
 the rejects by a second job that counts and sends them (``execute``). Each job
 evaluates the transform's plan over the same records, so the decision between output
-and reject must be deterministic (docs/writing-a-transform.md).
+and reject must be deterministic (docs/writing-a-transform.md): a record decided by
+a random number could land in neither or in both. A transform that returns rejects
+and whose frames Spark knows to be non-deterministic (``rand()``, ``uuid()``,
+``shuffle()``, a UDF marked ``asNondeterministic()``) is refused before anything is
+written (:class:`NondeterministicTransformError`, exit 2).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ TransformFn = Callable[[DataFrame, Mapping[str, Any]], DataFrame | TransformResu
 
 class EntrypointError(ValueError):
     """``transform.entrypoint`` does not name a callable; the message says why."""
+
+
+class NondeterministicTransformError(ValueError):
+    """The transform returns rejects, and its output or rejects are not deterministic."""
 
 
 class RejectsShapeError(ValueError):
@@ -92,4 +100,19 @@ def apply(function: TransformFn, records: DataFrame, options: Mapping[str, Any])
             f"the transform's rejects lack column(s) {missing}: a reject carries the "
             f"record's {', '.join(REJECT_COLUMNS[:-1])} and a reason"
         )
+    for name, frame in (("output", result.output), ("rejects", result.rejects)):
+        if not deterministic(frame):
+            raise NondeterministicTransformError(
+                f"spec.transform.entrypoint: the transform's {name} is not deterministic "
+                "(rand(), uuid(), shuffle() or a UDF marked asNondeterministic()): its output "
+                "and rejects are computed by separate Spark jobs, so a record decided that "
+                "way could land in neither or in both. Decide by the record's content, or "
+                "return one DataFrame without rejects (docs/writing-a-transform.md)"
+            )
     return TransformResult(result.output, result.rejects.select(*REJECT_COLUMNS))
+
+
+def deterministic(frame: DataFrame) -> bool:
+    """Whether Spark's analysed plan of ``frame`` is deterministic: evaluated twice
+    over the same input, it gives the same rows."""
+    return bool(frame._jdf.queryExecution().analyzed().deterministic())

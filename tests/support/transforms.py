@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -42,3 +43,19 @@ def paced(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
 
     result = tagged(records, options)
     return result.with_output(result.output.withColumn("tag", slowly(F.col("tag"))))
+
+
+def coin_flip(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    """Output or reject by a random number, as Spark is told it is (the UDF is marked
+    non-deterministic): the choice differs between the output's and the rejects' jobs."""
+
+    @F.udf("boolean")
+    def heads() -> bool:
+        return random.random() < 0.5
+
+    decided = records.withColumn("heads", heads.asNondeterministic()())
+    kept = tagged(decided.where(F.col("heads")).drop("heads"), options)
+    rejects = decided.where(~F.col("heads")).select(
+        "key", "value", "topic", "partition", "offset", F.lit("tails").alias("reason")
+    )
+    return TransformResult(kept.output, rejects)
