@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_job import offsets
+from sluice_job import keys, offsets
 from sluice_job.offsets import OffsetRange
 
 BATCH_ID_COLUMN = "batch_id"
@@ -45,10 +45,12 @@ def read(
     batch_id: int,
 ) -> DataFrame:
     """Records of ``ranges`` with Kafka's columns (key, value, topic, partition,
-    offset, timestamp, timestampType, headers) plus the ``batch_id``."""
+    offset, timestamp, timestampType, headers) plus the ``batch_id`` and the source
+    position (``keys.POSITION``)."""
     reader = spark.read.format("kafka")
     for key, value in client_config.items():
         reader = reader.option(f"kafka.{key}", value)
     for key, value in read_options(ranges).items():
         reader = reader.option(key, value)
-    return reader.load().withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))
+    records = reader.load().withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))
+    return records.withColumn(keys.POSITION, keys.position())

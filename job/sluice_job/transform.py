@@ -3,7 +3,8 @@
 ``transform.entrypoint`` names ``module:function(records, options)``. The function
 receives the batch's records (Kafka's columns ``key``, ``value``, ``topic``,
 ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``, plus
-``batch_id``) and the ``transform.options`` mapping, and returns either
+``batch_id`` and the source position ``_sluice_position``, see ``keys``) and the
+``transform.options`` mapping, and returns either
 
 * a ``DataFrame``: the rows for the sink; the transform rejects nothing, or
 * a :class:`TransformResult` ``(output, rejects)``: the rows for the sink, and the

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
+from sluice_job import keys
 from sluice_job.transform import REJECT_COLUMNS, TransformResult
 
 PARSED: Final = "_event"
@@ -94,6 +95,9 @@ def clean(records: DataFrame) -> TransformResult:
 
 
 def events(valid: DataFrame) -> DataFrame:
+    """One row per valid event; the source position is kept when the records have
+    it, so of two events with one id in a batch the later is written (``keys``)."""
+
     def field(name: str) -> Column:
         return F.col(f"{PARSED}.{name}")
 
@@ -108,6 +112,7 @@ def events(valid: DataFrame) -> DataFrame:
         F.col("partition").alias("source_partition"),
         F.col("offset").alias("source_offset"),
         "batch_id",
+        *([keys.POSITION] if keys.POSITION in valid.columns else []),
     )
 
 

@@ -20,6 +20,7 @@ from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import PreparedStatement
 from pyspark.sql import DataFrame, Row
 
+from sluice_job import keys
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.sinks import SinkSchemaError as SinkSchemaError  # re-exported for callers
 
@@ -64,13 +65,16 @@ class CassandraSink:
             )
 
     def write(self, frame: DataFrame, version: int) -> int:
-        """Write ``frame``'s rows; returns how many were written."""
-        columns = list(frame.columns)
+        """Write ``frame``'s rows, the later of two with one primary key only
+        (``keys``); returns how many were written."""
+        columns = keys.without_position(frame.columns)
         self.check(columns)
         target = self.target
-        written = frame.rdd.mapPartitions(
-            lambda rows: [write_rows(target, columns, version, rows)]
-        ).sum()
+        written = (
+            keys.last_per_key(frame, self.key)
+            .rdd.mapPartitions(lambda rows: [write_rows(target, columns, version, rows)])
+            .sum()
+        )
         return int(written)
 
 

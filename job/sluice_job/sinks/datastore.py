@@ -33,9 +33,10 @@ from google.cloud import datastore
 from pyspark.sql import DataFrame, Row
 
 from sluice_api.spec import DatastoreSink as DatastoreSpec
-from sluice_job import logs
+from sluice_job import keys, logs
 from sluice_job.sinks.datastore_credentials import ServiceAccount
 from sluice_job.sinks.datastore_entities import (
+    KEY_COLUMN,
     VERSION_PROPERTY,
     BadKeyError,
     EntityShape,
@@ -135,8 +136,10 @@ class DatastoreSink:
             client.close()
 
     def write(self, frame: DataFrame, version: int) -> int:
-        """Write ``frame``; returns the rows written (the executor's count, so the
-        output is evaluated once)."""
+        """Write ``frame``, the later of two rows with one key only (``keys``);
+        returns the rows written (the executor's count, so the output is evaluated
+        once)."""
+        frame = keys.last_per_key(frame, [KEY_COLUMN]) if KEY_COLUMN in frame.columns else frame
         entity_shape = shape(frame.schema)
         target = self.target
         results = frame.rdd.mapPartitions(
