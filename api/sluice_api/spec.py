@@ -368,7 +368,15 @@ class Failover(Model):
 
 
 class Restart(Model):
-    backoff_seconds: int = Field(default=10, ge=0, le=3600, description="First restart delay.")
+    backoff_seconds: int = Field(
+        default=10,
+        ge=0,
+        le=3600,
+        description=(
+            "Delay before the second restart in a row, doubling for each further one; "
+            "the first failure after a healthy run restarts at once."
+        ),
+    )
     max_backoff_seconds: int = Field(
         default=300, ge=0, le=86400, description="Cap of the exponential restart delay."
     )

@@ -157,7 +157,7 @@ def _after_exit(
         status = replace(status, restarts=status.restarts + 1)
         actions += [Emit("Warning", "Fenced", f"{pod.name} was fenced by a newer epoch")]
         return _start(obs, spec, status, Phase.RECOVERING, actions, settings, epoch_floor=floor)
-    return _failed(obs, spec, status, pod, said or pod.message, actions)
+    return _failed(obs, spec, status, pod, said or pod.message, actions, settings)
 
 
 def _failed(
@@ -167,6 +167,7 @@ def _failed(
     pod: PodView,
     why: str,
     actions: list[Action],
+    settings: Settings,
 ) -> Decision:
     failures = status.failures + 1
     text = f"{pod.name} exited {pod.exit_code}: {why}".strip()
@@ -181,20 +182,32 @@ def _failed(
         )
         actions.append(Emit("Warning", "Failed", status.message))
         return Decision((*actions, *_write(obs, _with_ready(status, obs.now))))
-    delay = min(
-        spec.restart.backoff_seconds * 2 ** (failures - 1), spec.restart.max_backoff_seconds
-    )
+    delay = restart_delay(spec, failures)
     status = replace(
         status,
         phase=Phase.RECOVERING,
         failures=failures,
         driver_pod=None,
         restarts=status.restarts + 1,
-        next_start_at=(obs.now + timedelta(seconds=delay)).isoformat(),
+        next_start_at=(obs.now + timedelta(seconds=delay)).isoformat() if delay else None,
         message=text,
     )
+    if not delay:
+        actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting now"))
+        return _start(
+            obs, spec, status, Phase.RECOVERING, [*actions, RemovePod(pod.name)], settings
+        )
     actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting in {delay}s"))
     return Decision((*actions, *_write(obs, _with_ready(status, obs.now))), float(delay))
+
+
+def restart_delay(spec: PipelineSpec, failures: int) -> int:
+    """Seconds before restarting after ``failures`` failures in a row: none after the
+    first (a crash after a healthy run costs no wait, as a kubelet restarts a container
+    at once the first time), then ``backoffSeconds`` doubling up to its cap."""
+    if failures <= 1:
+        return 0
+    return min(spec.restart.backoff_seconds * 2 ** (failures - 2), spec.restart.max_backoff_seconds)
 
 
 def _while_running(

@@ -13,7 +13,7 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, Emit, RemovePod, StopPod, WriteStatus
-from sluice_operator.decide import decide
+from sluice_operator.decide import decide, restart_delay
 from sluice_operator.model import (
     LastCommit,
     NodeView,
@@ -98,10 +98,30 @@ def test_failed_driver_restarts_after_exponential_backoff_with_a_new_epoch() -> 
     after = written(first)
     assert after.phase is Phase.RECOVERING
     assert after.driver_pod is None
-    assert after.next_start_at == (NOW + timedelta(seconds=20)).isoformat()  # 10 * 2**1
-    later = decide(observed(after, (pod,), now=NOW + timedelta(seconds=21)))
+    assert after.next_start_at == (NOW + timedelta(seconds=10)).isoformat()  # the 2nd: 10 s
+    later = decide(observed(after, (pod,), now=NOW + timedelta(seconds=11)))
     assert written(later).epoch == 5
     assert "CreatePod" in kinds(later)
+
+
+def test_the_first_failure_after_a_healthy_run_restarts_at_once() -> None:
+    """Recovery from a killed driver waited ``backoffSeconds`` (10 s) even after a
+    long healthy run; like a kubelet's first restart, the first costs no wait."""
+    status, pod = exited(1, {"message": "killed"})
+    decision = decide(observed(replace(status, failures=0), (pod,)))
+    after = written(decision)
+    assert (after.phase, after.failures, after.epoch) == (Phase.RECOVERING, 1, 5)
+    assert "CreatePod" in kinds(decision)
+    assert RemovePod(pod.name) in decision.actions
+
+
+@pytest.mark.parametrize(
+    ("failures", "seconds"), [(1, 0), (2, 10), (3, 20), (4, 40), (5, 60), (9, 60)]
+)
+def test_restart_delays_double_from_the_second_failure_up_to_the_cap(
+    failures: int, seconds: int
+) -> None:
+    assert restart_delay(spec(), failures) == seconds
 
 
 def test_too_many_failures_in_a_row_fail_the_pipeline() -> None:
