@@ -207,7 +207,8 @@ def restart_delay(spec: PipelineSpec, failures: int) -> int:
     at once the first time), then ``backoffSeconds`` doubling up to its cap."""
     if failures <= 1:
         return 0
-    return min(spec.restart.backoff_seconds * 2 ** (failures - 2), spec.restart.max_backoff_seconds)
+    doubled = spec.restart.backoff_seconds * (1 << (failures - 2))
+    return min(doubled, spec.restart.max_backoff_seconds)
 
 
 def _while_running(

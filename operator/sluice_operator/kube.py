@@ -89,7 +89,9 @@ class Kube:
 
     # -- act -------------------------------------------------------------------
 
-    def apply(self, namespace: str, pipeline: str, action: Action) -> None:
+    def apply(self, namespace: str, pipeline: str, action: Action, uid: str | None = None) -> None:
+        """Carry out ``action`` for the pipeline ``namespace/pipeline``; its ``uid``
+        ties Events to the object, as ``kubectl describe`` looks them up."""
         match action:
             case WriteStatus(status):
                 self.custom.patch_namespaced_custom_object_status(
@@ -116,7 +118,7 @@ class Kube:
             case RemovePod(name):
                 self._delete_pod(namespace, name, grace=0)
             case Emit(kind, reason, message):
-                self.event(namespace, pipeline, kind, reason, message)
+                self.event(namespace, pipeline, kind, reason, message, uid)
 
     def ensure(self, manifest: Mapping[str, Any]) -> None:
         namespace = manifest["metadata"]["namespace"]
@@ -136,8 +138,17 @@ class Kube:
         else:
             raise ValueError(f"cannot ensure a {kind}")
 
-    def event(self, namespace: str, pipeline: str, kind: str, reason: str, message: str) -> None:
+    def event(
+        self,
+        namespace: str,
+        pipeline: str,
+        kind: str,
+        reason: str,
+        message: str,
+        uid: str | None = None,
+    ) -> None:
         now = datetime.now(UTC)
+        owner = {"uid": uid} if uid else {}
         body = client.CoreV1Event.model_validate(
             {
                 "metadata": {"generateName": f"{pipeline}.", "namespace": namespace},
@@ -146,6 +157,7 @@ class Kube:
                     "kind": naming.KIND,
                     "name": pipeline,
                     "namespace": namespace,
+                    **owner,
                 },
                 "type": kind,
                 "reason": reason,

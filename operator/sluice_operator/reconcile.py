@@ -52,7 +52,7 @@ def reconcile(
         observed = observe(kube, current, deleting=deleting)
         decision = decide(observed, settings)
         for action in decision.actions:
-            kube.apply(namespace, name, action)
+            kube.apply(namespace, name, action, uid=observed.uid)
         metrics.record(observed, decision)
         return decision
 

@@ -48,6 +48,14 @@ def test_failing_driver_is_restarted_with_a_new_epoch_after_backoff(
     assert all(t.exit_code == 1 for t in exits)
     events = pipeline.core.list_namespaced_event(pipeline.namespace).items
     assert any(e.reason == "DriverFailed" for e in events)
+    # What `kubectl describe sp` shows: the Events of the object with its uid (before,
+    # they lacked involvedObject.uid and describe printed `Events: <none>`).
+    uid = (pipeline.get() or {})["metadata"]["uid"]
+    described = pipeline.core.list_namespaced_event(
+        pipeline.namespace,
+        field_selector=f"involvedObject.uid={uid},involvedObject.name={pipeline.name}",
+    ).items
+    assert "DriverFailed" in {e.reason for e in described}
 
 
 def test_invalid_configuration_fails_at_once_with_the_drivers_message(
