@@ -406,6 +406,15 @@ class PipelineSpec(Model):
     failover: Failover = Field(default_factory=Failover, description="Node-loss failover.")
     restart: Restart = Field(default_factory=Restart, description="Restart backoff.")
     suspend: bool = Field(default=False, description="Stop the driver cleanly and stay stopped.")
+    restart_nonce: str = Field(
+        default="",
+        max_length=253,
+        description=(
+            "Set to a new value to restart the driver without changing anything else: a "
+            "clean stop (finish the batch, commit, exit) and a new driver with the next "
+            "epoch, as for an upgrade; also how a Failed pipeline is retried as it is."
+        ),
+    )
 
     @model_validator(mode="after")
     def rate_control_needs_an_interval(self) -> Self:

@@ -116,3 +116,16 @@ def test_deleted_pipeline_stops_its_driver_cleanly_then_goes(
     pipeline.delete()
     wait_for(lambda: pipeline.get() is None, timeout=60, what="the pipeline to be gone")
     assert pipeline.live_pods() == []
+
+
+def test_a_new_restart_nonce_restarts_the_driver_cleanly_with_the_next_epoch(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1)
+    pipeline.patch_spec({"restartNonce": "retry-1"})
+    status = pipeline.wait_phase("Running", epoch=2, timeout=90)
+    assert status["restarts"] == 0, "a clean stop, not a failure"
+    exits = [terminated(p) for p in pipeline.pods() if terminated(p)]
+    assert [t.exit_code for t in exits] in ([], [0])

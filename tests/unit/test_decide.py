@@ -178,6 +178,16 @@ def test_spec_change_stops_cleanly_then_starts_the_new_spec() -> None:
     )
 
 
+def test_a_new_restart_nonce_restarts_the_driver_with_a_clean_stop() -> None:
+    """Issue 15 item 4: a restart on request, instead of patching transform.options."""
+    status, pod = running()
+    stop = decide(observed(status, (pod,), spec=spec(restartNonce="2026-11-24")))
+    assert StopPod(pod.name) in stop.actions
+    done = replace(pod, phase=PodPhase.SUCCEEDED, exit_code=0)
+    again = written(decide(observed(written(stop), (done,), spec=spec(restartNonce="2026-11-24"))))
+    assert (again.epoch, again.restarts) == (5, 0)
+
+
 def test_operator_only_fields_do_not_restart_the_driver() -> None:
     status, pod = running()
     new = spec(restart={"backoffSeconds": 1, "maxBackoffSeconds": 5, "maxFailures": 9})
