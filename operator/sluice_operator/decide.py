@@ -103,7 +103,7 @@ def _stop(
         status = replace(status, phase=Phase.SUSPENDED, driver_pod=None, stop_reason=None)
         if obs.status.phase is not Phase.SUSPENDED:
             actions.append(Emit("Normal", "Suspended", "driver stopped; pipeline suspended"))
-    status = _with_ready(status, obs.now)
+    status = _with_ready(status, obs)
     return Decision((*actions, *_write(obs, status)), settings.requeue_seconds if alive else None)
 
 
@@ -149,7 +149,7 @@ def _after_exit(
             (
                 *actions,
                 Emit("Warning", "InvalidConfig", text),
-                *_write(obs, _with_ready(failed, obs.now)),
+                *_write(obs, _with_ready(failed, obs)),
             )
         )
     if code == EXIT_FENCED:
@@ -181,7 +181,7 @@ def _failed(
             message=f"{failures} failures in a row; last: {text}",
         )
         actions.append(Emit("Warning", "Failed", status.message))
-        return Decision((*actions, *_write(obs, _with_ready(status, obs.now))))
+        return Decision((*actions, *_write(obs, _with_ready(status, obs))))
     delay = restart_delay(spec, failures)
     status = replace(
         status,
@@ -198,7 +198,7 @@ def _failed(
             obs, spec, status, Phase.RECOVERING, [*actions, RemovePod(pod.name)], settings
         )
     actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting in {delay}s"))
-    return Decision((*actions, *_write(obs, _with_ready(status, obs.now))), float(delay))
+    return Decision((*actions, *_write(obs, _with_ready(status, obs))), float(delay))
 
 
 def restart_delay(spec: PipelineSpec, failures: int) -> int:
@@ -220,7 +220,7 @@ def _while_running(
         status = replace(status, restarts=status.restarts + 1)
         status = replace(
             status,
-            conditions=_set_condition(status, "Fenced", "True", "NodeLost", message, obs.now),
+            conditions=_set_condition(status, "Fenced", "True", "NodeLost", message, obs),
         )
         decision = _start(
             obs,
@@ -243,7 +243,7 @@ def _while_running(
             Emit("Normal", "Upgrading", f"spec changed: stopping {pod.name} cleanly"),
         ]
         return Decision(
-            (*actions, *_write(obs, _with_ready(status, obs.now))), settings.requeue_seconds
+            (*actions, *_write(obs, _with_ready(status, obs))), settings.requeue_seconds
         )
     return _steady(obs, status, pod, actions, settings)
 
@@ -273,7 +273,7 @@ def _steady(
         status = replace(status, failures=0, message="")
     if running and status.phase is not obs.status.phase:
         actions.append(Emit("Normal", "Running", f"{pod.name} (epoch {pod.epoch}) is running"))
-    status = _with_ready(status, obs.now)
+    status = _with_ready(status, obs)
     requeue = None if running and stable else settings.requeue_seconds
     return Decision((*actions, *_write(obs, status)), requeue)
 
@@ -288,7 +288,7 @@ def _invalid(obs: Observed) -> Decision:
     actions: list[Action] = [
         StopPod(p.name) for p in obs.pods if not p.terminated and not p.deleting
     ]
-    return Decision((*actions, *_write(obs, _with_ready(status, obs.now))), finished=obs.deleting)
+    return Decision((*actions, *_write(obs, _with_ready(status, obs))), finished=obs.deleting)
 
 
 # -- building blocks --------------------------------------------------------------
@@ -318,7 +318,7 @@ def _start(
         next_start_at=None,
         observed_generation=obs.generation,
     )
-    status = _with_ready(status, obs.now)
+    status = _with_ready(status, obs)
     return Decision(
         (
             *actions,
@@ -407,7 +407,7 @@ def _with_dependencies(status: Status, pod: PodView, obs: Observed) -> tuple[Sta
         told = []
     if previous is None and value == "True":
         return status, []
-    conditions = _set_condition(status, DEPENDENCIES, value, reason, message, obs.now)
+    conditions = _set_condition(status, DEPENDENCIES, value, reason, message, obs)
     return replace(status, conditions=conditions), told
 
 
@@ -428,7 +428,7 @@ def _with_losses(status: Status, pod: PodView, obs: Observed) -> tuple[Status, l
     previous = next((c for c in status.conditions if c.get("type") == LOSSES), None)
     if previous is not None and previous.get("message") == message:
         return status, []
-    conditions = _set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs.now)
+    conditions = _set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs)
     return replace(status, conditions=conditions), [Emit("Warning", "RecordsLost", message)]
 
 
@@ -453,7 +453,7 @@ def _with_resets(status: Status, pod: PodView, obs: Observed) -> tuple[Status, l
     previous = next((c for c in status.conditions if c.get("type") == RESETS), None)
     if previous is not None and previous.get("message") == message:
         return status, []
-    conditions = _set_condition(status, RESETS, "True", "BeyondEndOffset", message, obs.now)
+    conditions = _set_condition(status, RESETS, "True", "BeyondEndOffset", message, obs)
     return replace(status, conditions=conditions), [Emit("Warning", RESETS, message)]
 
 
@@ -472,23 +472,25 @@ def _write(obs: Observed, status: Status) -> tuple[Action, ...]:
     return (WriteStatus(status),) if status != obs.status else ()
 
 
-def _with_ready(status: Status, now: datetime) -> Status:
+def _with_ready(status: Status, obs: Observed) -> Status:
     ready = "True" if status.phase is Phase.RUNNING else "False"
     return replace(
         status,
-        conditions=_set_condition(status, "Ready", ready, status.phase.value, status.message, now),
+        conditions=_set_condition(status, "Ready", ready, status.phase.value, status.message, obs),
     )
 
 
 def _set_condition(
-    status: Status, kind: str, value: str, reason: str, message: str, now: datetime
+    status: Status, kind: str, value: str, reason: str, message: str, obs: Observed
 ) -> tuple[dict[str, Any], ...]:
+    """``status``'s conditions with ``kind`` set; the time it last changed value is
+    kept while the value stays, and ``observedGeneration`` says which spec it is about."""
     kept = [dict(c) for c in status.conditions if c.get("type") != kind]
     previous = next((c for c in status.conditions if c.get("type") == kind), None)
     since = (
         previous.get("lastTransitionTime")
         if previous is not None and previous.get("status") == value
-        else now.isoformat()
+        else obs.now.isoformat()
     )
     condition = {
         "type": kind,
@@ -496,5 +498,6 @@ def _set_condition(
         "reason": reason,
         "message": message,
         "lastTransitionTime": since,
+        "observedGeneration": obs.generation,
     }
     return (*kept, condition)

@@ -333,3 +333,13 @@ def test_a_checkpoint_beyond_a_partitions_end_is_a_condition_and_an_event_with_o
     assert "ui/0 committed 200, read again from 0" in condition["message"]
     again = decide(observed(written(first), (pod,), progress=progress))
     assert not [a for a in again.actions if isinstance(a, Emit)], "one Event per new reset"
+
+
+def test_conditions_say_which_generation_of_the_spec_they_are_about() -> None:
+    status, pod = running()
+    decision = decide(observed(status, (pod,), generation=7))
+    conditions = written(decision).conditions
+    assert conditions
+    assert {c["type"]: c["observedGeneration"] for c in conditions} == {
+        c["type"]: 7 for c in conditions
+    }
