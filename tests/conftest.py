@@ -15,8 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sluice_dev.paths import Layout
+
+# Property tests assert properties, not speed: Hypothesis's 200 ms deadline per example
+# fails them on a loaded 2-core machine (seen while a soak and a CI rehearsal ran).
+settings.register_profile("sluice", deadline=None)
+settings.load_profile("sluice")
 
 
 @pytest.fixture(scope="session")

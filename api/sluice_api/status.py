@@ -46,6 +46,20 @@ class LastCommit(_Model):
     )
 
 
+class Lag(_Model):
+    """How far the running driver is behind Kafka, as it last reported it."""
+
+    records: int = Field(
+        ge=0,
+        description="Records past the committed offsets, up to the last stable offsets, "
+        "summed over partitions.",
+    )
+    time: str = Field(
+        description="When the operator read it from the driver.",
+        json_schema_extra={"format": "date-time"},
+    )
+
+
 class Condition(_Model):
     """An observation of one aspect of the pipeline (Ready, Fenced, ...)."""
 
@@ -109,6 +123,11 @@ class PipelineStatus(_Model):
     )
     last_commit: LastCommit | None = Field(
         default=None, description="The newest micro-batch whose offsets were committed."
+    )
+    lag: Lag | None = Field(
+        default=None,
+        description="Records behind Kafka, from the running driver; refreshed at most every "
+        "few seconds while it changes.",
     )
     message: str | None = Field(
         default=None, description="Why the pipeline is in its phase, for humans."

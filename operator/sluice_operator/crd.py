@@ -399,6 +399,7 @@ def printer_columns() -> list[Schema]:
         _column("Epoch", "integer", ".status.epoch", "Epoch of the current driver."),
         _column("Image", "string", ".status.image", "Job image of the current driver."),
         _column("Last Commit", "date", ".status.lastCommit.time", "Newest committed batch."),
+        _column("Lag", "integer", ".status.lag.records", "Records behind Kafka."),
         _column("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
         _column("Batch", "integer", ".status.lastCommit.batchId", "Newest batch id.", 1),
         _column("Driver", "string", ".status.driverPod", "Current driver pod.", 1),

@@ -39,7 +39,7 @@ from sluice_operator.actions import (
     StopPod,
     WriteStatus,
 )
-from sluice_operator.model import LastCommit, Observed, Phase, PodView, Status, StopReason
+from sluice_operator.model import Lag, LastCommit, Observed, Phase, PodView, Status, StopReason
 
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
 
@@ -260,6 +260,7 @@ def _steady(
         phase = Phase.STARTING
     status = replace(status, phase=phase, observed_generation=obs.generation)
     status = _with_progress(status, pod, obs, settings)
+    status = _with_lag(status, pod, obs, settings)
     status, told = _with_dependencies(status, pod, obs)
     actions += told
     status, told = _with_losses(status, pod, obs)
@@ -357,6 +358,27 @@ def _node_lost(obs: Observed, spec: PipelineSpec, pod: PodView) -> bool:
         return False
     lost_for = (obs.now - node.not_ready_since).total_seconds()
     return lost_for >= spec.failover.node_lost_seconds
+
+
+def _with_lag(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
+    """The running driver's lag, when it differs from the stored one and that is at
+    least ``progress_seconds`` old (one status write per interval while it moves, none
+    while it stays); reports of another epoch's driver are ignored."""
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch or report.lag is None:
+        return status
+    known = status.lag
+    if known is not None:
+        if known.records == report.lag:
+            return status
+        if (obs.now - _aware(known.time)).total_seconds() < settings.progress_seconds:
+            return status
+    return replace(status, lag=Lag(report.lag, obs.now.isoformat()))
+
+
+def _aware(stamp: str) -> datetime:
+    moment = datetime.fromisoformat(stamp)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _changed(status: Status, spec: PipelineSpec) -> bool:

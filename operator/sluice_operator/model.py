@@ -72,6 +72,12 @@ class LastCommit:
 
 
 @dataclass(frozen=True)
+class Lag:
+    records: int
+    time: str
+
+
+@dataclass(frozen=True)
 class Status:
     """``status`` of a StreamingPipeline; the operator's write-ahead log."""
 
@@ -88,13 +94,14 @@ class Status:
     restarts: int = 0
     observed_generation: int = 0
     last_commit: LastCommit | None = None
+    lag: Lag | None = None
     message: str = ""
     conditions: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
         raw = raw or {}
-        commit = raw.get("lastCommit")
+        commit, lag = raw.get("lastCommit"), raw.get("lag")
         return cls(
             phase=Phase(raw.get("phase", Phase.PENDING)),
             epoch=int(raw.get("epoch", 0)),
@@ -109,6 +116,7 @@ class Status:
             last_commit=(
                 LastCommit(int(commit["batchId"]), str(commit["time"])) if commit else None
             ),
+            lag=Lag(int(lag["records"]), str(lag["time"])) if lag else None,
             message=str(raw.get("message", "")),
             conditions=tuple(raw.get("conditions", ())),
         )
@@ -131,6 +139,7 @@ class Status:
                 if self.last_commit
                 else None
             ),
+            "lag": {"records": self.lag.records, "time": self.lag.time} if self.lag else None,
             "message": self.message,
             "conditions": [dict(c) for c in self.conditions],
         }

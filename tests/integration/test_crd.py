@@ -425,6 +425,7 @@ def test_status_takes_the_operators_fields_and_bookkeeping(
         "driverPod": "page-kpis-driver-4",
         "image": EXAMPLE["image"],
         "lastCommit": {"batchId": 1812, "time": "2026-11-22T03:00:00Z"},
+        "lag": {"records": 350, "time": "2026-11-22T03:00:02Z"},
         "restarts": 1,
         "observedGeneration": 1,
         "conditions": [{"type": "Ready", "status": "True", "reason": "Committing"}],
@@ -441,8 +442,9 @@ def test_status_takes_the_operators_fields_and_bookkeeping(
     shown = kubectl(kube_stack, "get", "sp", "-n", pipelines.namespace)
     assert shown.returncode == 0, shown.stderr
     header, row = shown.stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "EPOCH", "IMAGE", "LAST", "COMMIT", "AGE"]
+    assert header.split() == ["NAME", "PHASE", "EPOCH", "IMAGE", "LAST", "COMMIT", "LAG", "AGE"]
     assert row.split()[:4] == ["page-kpis", "Running", "4", EXAMPLE["image"]]
+    assert "350" in row.split()[4:], "the Lag column shows the records behind"
 
 
 def test_kubectl_explain_shows_the_field_descriptions(sluice_crd: str, kube_stack: Layout) -> None:

@@ -14,7 +14,7 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.status import Phase, PipelineStatus, StopReason
 from sluice_api.termination import Termination
 from sluice_dev.paths import REPO_ROOT
-from sluice_operator.model import LastCommit, Status
+from sluice_operator.model import Lag, LastCommit, Status
 
 pytestmark = pytest.mark.unit
 
@@ -93,6 +93,7 @@ def test_every_status_field_the_operator_writes_is_in_the_status_model() -> None
         restarts=2,
         observed_generation=4,
         last_commit=LastCommit(7, "2026-11-24T01:00:00+00:00"),
+        lag=Lag(120, "2026-11-24T01:00:00+00:00"),
         message="upgrading",
         conditions=({"type": "Ready", "status": "False", "reason": "Upgrading"},),
     ).to_patch()

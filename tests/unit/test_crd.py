@@ -216,7 +216,7 @@ def test_names_and_printer_columns() -> None:
     version = spec["versions"][0]
     assert version["subresources"] == {"status": {}}
     shown = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert shown == ["Phase", "Epoch", "Image", "Last Commit", "Age"]
+    assert shown == ["Phase", "Epoch", "Image", "Last Commit", "Lag", "Age"]
 
 
 def test_main_prints_the_yaml() -> None:

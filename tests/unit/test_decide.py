@@ -265,13 +265,16 @@ def test_running_driver_report_moves_last_commit_at_most_every_progress_interval
     )
 
 
-def test_report_of_another_epochs_driver_or_before_a_first_commit_is_ignored() -> None:
+def test_report_of_another_epochs_driver_is_ignored_and_before_a_first_commit_only_lag() -> None:
     status, pod = running(epoch=4)
     zombie = DriverProgress(3, batch_id=99, committed_at=NOW, lag=0)
     fresh = DriverProgress(4, batch_id=None, committed_at=None, lag=5)
     unreported = decide(observed(status, (pod,)))
-    for report in (zombie, fresh):
-        assert decide(observed(status, (pod,), progress=report)) == unreported
+    assert decide(observed(status, (pod,), progress=zombie)) == unreported
+    shown = written(decide(observed(status, (pod,), progress=fresh)))
+    assert shown.last_commit is None
+    assert shown.lag is not None
+    assert shown.lag.records == 5
 
 
 def test_a_driver_waiting_out_an_outage_keeps_running_and_the_pipeline_says_for_what() -> None:
@@ -343,3 +346,24 @@ def test_conditions_say_which_generation_of_the_spec_they_are_about() -> None:
     assert {c["type"]: c["observedGeneration"] for c in conditions} == {
         c["type"]: 7 for c in conditions
     }
+
+
+def test_the_drivers_lag_is_in_the_status_refreshed_at_most_every_progress_interval() -> None:
+    """Issue 15 item 5: lag where users look (``kubectl get sp`` column Lag)."""
+    status, pod = running(epoch=4)
+
+    def report(lag: int) -> DriverProgress:
+        return DriverProgress(4, batch_id=None, committed_at=None, lag=lag)
+
+    first = written(decide(observed(status, (pod,), progress=report(120))))
+    assert first.lag is not None
+    assert first.lag.records == 120
+    same = decide(observed(first, (pod,), progress=report(120), now=NOW + timedelta(seconds=30)))
+    assert not [a for a in same.actions if isinstance(a, WriteStatus)], "no write while it stays"
+    soon = decide(observed(first, (pod,), progress=report(90), now=NOW + timedelta(seconds=2)))
+    assert not [a for a in soon.actions if isinstance(a, WriteStatus)], "at most one per interval"
+    later = written(
+        decide(observed(first, (pod,), progress=report(90), now=NOW + timedelta(seconds=6)))
+    )
+    assert later.lag is not None
+    assert later.lag.records == 90
