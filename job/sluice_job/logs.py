@@ -1,29 +1,17 @@
-"""Structured logging: one JSON object per line on stderr, so a batch's figures
-(ids, ranges, counts, phase durations) can be read by machines as well as people.
-Credentials never reach a log line: nothing here formats configuration."""
+"""Structured logging: one JSON object per line on stderr (``sluice_api.logformat``,
+the operator's format too), so a batch's figures (ids, ranges, counts, phase
+durations) can be read by machines as well as people. Credentials never reach a log
+line: nothing here formats configuration."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
+from sluice_api.logformat import JsonFormatter
+
 LOGGER = logging.getLogger("sluice_job")
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "event": record.getMessage(),
-        }
-        entry.update(getattr(record, "fields", {}))
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
 
 
 def setup(level: int = logging.INFO) -> None:

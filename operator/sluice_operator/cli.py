@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TextIO
 
 import kopf
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sluice_api.logformat import JsonFormatter
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,12 +48,19 @@ def parser() -> argparse.ArgumentParser:
     return result
 
 
+def configure_logging(level: int, stream: TextIO | None = None) -> None:
+    """Every logger (the operator's and kopf's) writes JSON lines to stderr, in the
+    driver's format (``sluice_api.logformat``)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(logging.DEBUG if args.verbose else logging.INFO)
     from sluice_operator import handlers  # registers the handlers with kopf
 
     kube = handlers.kube()
