@@ -357,7 +357,14 @@ class Spark(Model):
 
 class Upgrade(Model):
     stop_timeout_seconds: int = Field(
-        default=120, ge=5, le=3600, description="Time a driver has to finish its batch on stop."
+        default=120,
+        ge=5,
+        le=3600,
+        description=(
+            "Time a driver has to finish its batch on stop. A change applies to drivers "
+            "started after it: the running one keeps the grace period its pod was created "
+            "with (a pod's terminationGracePeriodSeconds cannot change)."
+        ),
     )
 
 

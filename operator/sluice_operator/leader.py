@@ -7,6 +7,14 @@ seconds may be taken over. Taking and renewing use the Lease's resourceVersion
 cannot renew within ``duration`` stops the process: better a restart than two
 operators acting at once. A holder that stops (SIGTERM) releases the Lease, so a
 standby takes over at once rather than after ``duration`` seconds.
+
+Whether a Lease has expired is judged on this replica's own clock, as client-go's
+leader election does: a standby notes when it first saw the Lease's current record
+(holder and renew time) and treats it as expired only when that record has not
+changed for ``duration`` seconds of local time. Comparing the holder's ``renewTime``
+with our wall clock instead would let a clock skew between two nodes take the Lease
+from a live holder (our clock ahead) or keep it from a dead one (ours behind). Every
+call to the API server has a timeout, so a hung connection cannot stall renewal.
 """
 
 from __future__ import annotations
@@ -16,13 +24,33 @@ import os
 import socket
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 LOG = logging.getLogger("sluice_operator.leader")
+TIMEOUT = 5.0
+"""Seconds any Lease call may take (connect and read)."""
+
+
+@dataclass
+class Observation:
+    """The Lease record a replica last saw and when, on its own monotonic clock."""
+
+    record: tuple[object, ...] | None = None
+    seen_at: float = 0.0
+
+    def see(self, record: tuple[object, ...], now: float) -> None:
+        if record != self.record:
+            self.record, self.seen_at = record, now
+
+    def expired(self, now: float, duration: float) -> bool:
+        """The record has not changed for ``duration`` seconds of local time."""
+        return self.record is not None and now - self.seen_at > duration
 
 
 class LeaderElection:
@@ -33,8 +61,11 @@ class LeaderElection:
         name: str = "sluice-operator",
         duration: float = 15.0,
         renew: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.leases = client.CoordinationV1Api(api)
+        self.clock = clock
+        self.observed = Observation()
         self.namespace, self.name = namespace, name
         self.duration, self.renew = duration, renew
         self.identity = f"{socket.gethostname()}-{os.getpid()}"
@@ -56,13 +87,17 @@ class LeaderElection:
         if not self.leading.is_set():
             return
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            lease = self.leases.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=TIMEOUT
+            )
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.renew_time = None
             lease.spec.acquire_time = None
-            self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
+            self.leases.replace_namespaced_lease(
+                self.name, self.namespace, lease, _request_timeout=TIMEOUT
+            )
             LOG.info("released lease %s/%s", self.namespace, self.name)
         except ApiException as err:  # it expires by itself after ``duration``
             LOG.warning("lease release failed: %s %s", err.status, err.reason)
@@ -84,7 +119,9 @@ class LeaderElection:
     def _try(self) -> bool:
         now = datetime.now(UTC)
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            lease = self.leases.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=TIMEOUT
+            )
         except ApiException as err:
             if err.status != 404:
                 raise
@@ -92,8 +129,9 @@ class LeaderElection:
         spec = lease.spec
         holder = spec.holder_identity if spec else None
         renewed = spec.renew_time if spec else None
-        expired = renewed is None or renewed + timedelta(seconds=self.duration) < now
-        if holder != self.identity and not expired:
+        self.observed.see((holder, renewed), self.clock())
+        free = holder is None or self.observed.expired(self.clock(), self.duration)
+        if holder != self.identity and not free:
             return False
         body = self._body(
             now, acquired=spec.acquire_time if holder == self.identity and spec else now
@@ -103,7 +141,10 @@ class LeaderElection:
         )
         try:
             self.leases.replace_namespaced_lease(
-                self.name, self.namespace, client.V1Lease.model_validate(body)
+                self.name,
+                self.namespace,
+                client.V1Lease.model_validate(body),
+                _request_timeout=TIMEOUT,
             )
         except ApiException as err:
             if err.status == 409:
@@ -114,7 +155,9 @@ class LeaderElection:
     def _create(self, now: datetime) -> bool:
         try:
             self.leases.create_namespaced_lease(
-                self.namespace, client.V1Lease.model_validate(self._body(now, now))
+                self.namespace,
+                client.V1Lease.model_validate(self._body(now, now)),
+                _request_timeout=TIMEOUT,
             )
         except ApiException as err:
             if err.status == 409:
