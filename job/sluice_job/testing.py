@@ -1,0 +1,157 @@
+"""Testing a transform without servers: sample records in, output rows and rejects out.
+
+A user's tests (plain pytest, no Kafka, no Cassandra) call :func:`run` with a few
+records written as dicts or JSON lines; they get the rows their transform would hand
+to the sink and the records it would send to the dead-letter topic with their
+reasons. The records have exactly the columns the driver gives a transform (Kafka's,
+``batch_id`` and ``_sluice_position``), and the transform's answer goes through the
+same checks as in the driver (``transform.apply``: the rejects' shape, the refusal of
+a non-deterministic split), so a transform that passes here runs the same there.
+
+    from sluice_job import testing
+
+    def test_a_malformed_event_is_rejected_with_its_reason():
+        result = testing.run("my_pipeline.transform:transform", [{"value": "not json"}])
+        assert result.output == []
+        assert [r["reason"] for r in result.rejects] == ["malformed JSON"]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sluice_job import keys, transform
+from sluice_job.reader import BATCH_ID_COLUMN
+
+KAFKA_RECORD = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+"""The columns of Spark's Kafka source, which the driver reads records with."""
+
+EPOCH_START = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the transform gave for the sample records, as plain dicts."""
+
+    output: list[dict[str, Any]]
+    """The rows for the sink (without ``_sluice_position``)."""
+    rejects: list[dict[str, Any]]
+    """The records refused, each with ``key``, ``value``, ``topic``, ``partition``,
+    ``offset`` and ``reason``."""
+
+
+def session() -> SparkSession:
+    """A small local SparkSession for tests (one core, no UI, loopback only); its
+    Python workers run this interpreter, so they import the code under test."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master("local[1]")
+        .appName("sluice-transform-test")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+
+
+def run(
+    entrypoint: str | transform.TransformFn,
+    records: Iterable[Mapping[str, Any] | str | bytes],
+    options: Mapping[str, Any] | None = None,
+    *,
+    topic: str = "test",
+    batch_id: int = 1,
+    spark: SparkSession | None = None,
+) -> Result:
+    """Run the transform (``module:function``, as in ``spec.transform.entrypoint``, or
+    the function) on ``records`` and collect its output and rejects.
+
+    A record is a dict with any of ``key``, ``value``, ``topic``, ``partition``,
+    ``offset``, ``timestamp`` (a datetime), ``headers`` (a dict); a ``value`` or
+    ``key`` that is a dict or list is JSON-encoded, a str UTF-8-encoded. A record
+    given as a str or bytes is its value. Missing fields are filled in: the topic,
+    partition 0 and offsets counting up from 0 in the order given."""
+    function = transform.load(entrypoint) if isinstance(entrypoint, str) else entrypoint
+    spark = spark or session()
+    rows = [_row(record, topic, offset) for offset, record in enumerate(records)]
+    frame = spark.createDataFrame(rows, KAFKA_RECORD)
+    frame = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long")).withColumn(
+        keys.POSITION, keys.position()
+    )
+    result = transform.apply(function, frame, options or {})
+    output = [
+        {k: v for k, v in row.asDict(recursive=True).items() if k != keys.POSITION}
+        for row in result.output.collect()
+    ]
+    rejects = [row.asDict() for row in result.rejects.collect()] if result.rejects else []
+    return Result(output, rejects)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Sample records from a JSON-lines file: each line one record (see :func:`run`)."""
+    lines = Path(path).read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _row(record: Mapping[str, Any] | str | bytes, topic: str, offset: int) -> tuple[Any, ...]:
+    fields: Mapping[str, Any] = {"value": record} if isinstance(record, (str, bytes)) else record
+    headers = fields.get("headers") or {}
+    return (
+        _bytes(fields.get("key")),
+        _bytes(fields.get("value")),
+        str(fields.get("topic", topic)),
+        int(fields.get("partition", 0)),
+        int(fields.get("offset", offset)),
+        fields.get("timestamp", EPOCH_START),
+        0,
+        [(str(k), _bytes(v)) for k, v in dict(headers).items()],
+    )
+
+
+def _bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value).encode()
+
+
+__all__ = ["KAFKA_RECORD", "Result", "read_jsonl", "run", "session"]
