@@ -27,6 +27,10 @@ SINK_CASSANDRA_CREDENTIALS: Final = "SLUICE_SINK_CASSANDRA"
 SINK_DATASTORE_CREDENTIALS: Final = "SLUICE_SINK_DATASTORE_CREDENTIALS"
 """A path to a mounted service-account JSON file."""
 
+OPTION_PREFIX: Final = "SLUICE_OPTION_"
+"""``SLUICE_OPTION_<option>``: a transform option from ``transform.optionsFrom``, set
+with secretKeyRef (option names are valid environment variable names)."""
+
 USERNAME_SUFFIX: Final = "_USERNAME"
 PASSWORD_SUFFIX: Final = "_PASSWORD"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -128,6 +128,21 @@ class Source(Model):
     kafka: KafkaSource = Field(description="Kafka source.")
 
 
+OPTION_NAME: Final = r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$"
+
+
+class SecretOption(Model):
+    """A transform option whose value is the key of a Secret."""
+
+    option: str = Field(
+        pattern=OPTION_NAME, description="Name of the option, as the transform receives it."
+    )
+    secret: SecretName
+    key: str = Field(
+        pattern=r"^[-._a-zA-Z0-9]{1,253}$", description="Key of the value in the Secret."
+    )
+
+
 class Transform(Model):
     """User code: ``module:function(df, options) -> DataFrame | TransformResult``."""
 
@@ -142,6 +157,30 @@ class Transform(Model):
     options: dict[str, Any] = Field(
         default_factory=dict, description="Free-form options passed to the function."
     )
+    options_from: list[SecretOption] = Field(
+        default_factory=list,
+        max_length=32,
+        description=(
+            "Options whose values come from Secrets (passwords, tokens): the driver pod gets "
+            "them as secret references, so the values are in neither the manifest nor the "
+            "driver's configuration, and the function receives them in options with the "
+            "others, as strings."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def each_option_once(self) -> Self:
+        names = [source.option for source in self.options_from]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"each option of transform.optionsFrom is named once: {twice}")
+        both = sorted(set(names) & set(self.options))
+        if both:
+            raise ValueError(
+                "an option is set either in transform.options or in transform.optionsFrom, "
+                f"not both: {both}"
+            )
+        return self
 
 
 class CassandraSink(Model):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -36,6 +37,8 @@ class DriverConfig:
     code_version: str
     termination_log: Path
     metrics_port: int | None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The transform's options: ``transform.options`` and those from Secrets."""
 
     @property
     def pipeline_id(self) -> str:
@@ -58,7 +61,24 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         code_version=env.get(names.CODE_VERSION, spec.image),
         termination_log=Path(env.get(names.TERMINATION_LOG, names.DEFAULT_TERMINATION_LOG)),
         metrics_port=_optional_port(env, names.METRICS_PORT),
+        options=transform_options(spec, env),
     )
+
+
+def transform_options(spec: PipelineSpec, env: Mapping[str, str]) -> dict[str, Any]:
+    """``transform.options`` with the values of ``transform.optionsFrom``, which the
+    operator sets from Secrets as ``SLUICE_OPTION_<option>``."""
+    options = dict(spec.transform.options)
+    for source in spec.transform.options_from:
+        name = names.OPTION_PREFIX + source.option
+        if name not in env:
+            raise ConfigError(
+                f"spec.transform.optionsFrom: option {source.option!r} (Secret "
+                f"{source.secret!r}, key {source.key!r}) is not set: {name} is missing from "
+                "the driver's environment"
+            )
+        options[source.option] = env[name]
+    return options
 
 
 def _read_spec(env: Mapping[str, str], config_file: Path | None) -> object:

@@ -122,7 +122,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             store=store,
             watermarks=WatermarkReader(kafka.librdkafka()),
             executor=SparkExecutor(
-                spark_session, kafka.java(), function, spec.transform.options, sink, dead_letters
+                spark_session, kafka.java(), function, cfg.options, sink, dead_letters
             ),
             stop=stop,
             progress=progress,

@@ -151,7 +151,8 @@ def _field(name: str, path: str) -> dict[str, Any]:
 
 
 def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
-    """Credentials as secretKeyRef env vars: never in the spec, never in a log."""
+    """Credentials and secret transform options as secretKeyRef env vars: never in
+    the spec, never in a log."""
     secrets: list[tuple[str, str | None]] = [
         (env_names.KAFKA_CREDENTIALS, spec.source.kafka.credentials_secret),
         (env_names.CHECKPOINT_CASSANDRA_CREDENTIALS, spec.checkpoint.cassandra.credentials_secret),
@@ -165,6 +166,10 @@ def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
         if secret:
             env.append(_secret(prefix + env_names.USERNAME_SUFFIX, secret, "username"))
             env.append(_secret(prefix + env_names.PASSWORD_SUFFIX, secret, "password"))
+    env += [
+        _secret(env_names.OPTION_PREFIX + source.option, source.secret, source.key)
+        for source in spec.transform.options_from
+    ]
     if spec.sink.datastore and spec.sink.datastore.credentials_secret:
         env.append(
             _secret(

@@ -296,6 +296,11 @@ SET_LISTS: Final = (
     "spec.checkpoint.cassandra.contactPoints",
 )
 
+# Lists of objects keyed by a field: the API server rejects two items with one key.
+MAP_LISTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "spec.transform.optionsFrom": ("option",),
+}
+
 SPEC_DESCRIPTION: Final = (
     "What the pipeline runs: a Kafka source read in bounded micro-batches, a user "
     "transform, exactly one idempotent sink, and the Cassandra checkpoint store whose "
@@ -331,6 +336,9 @@ def spec_schema() -> Schema:
         _at(result, path)["x-kubernetes-validations"] = [rule.render() for rule in rules]
     for path in SET_LISTS:
         _at(result, path)["x-kubernetes-list-type"] = "set"
+    for path, keys in MAP_LISTS.items():
+        _at(result, path)["x-kubernetes-list-type"] = "map"
+        _at(result, path)["x-kubernetes-list-map-keys"] = list(keys)
     return result
 
 

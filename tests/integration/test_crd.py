@@ -355,6 +355,22 @@ INVALID = {
         "spec.transform.entrypoint",
         "should match",
     ),
+    "option-from-two-secrets": Invalid(
+        changed(
+            "transform.optionsFrom",
+            [
+                {"option": "token", "secret": "a", "key": "k"},
+                {"option": "token", "secret": "b", "key": "k"},
+            ],
+        ),
+        "spec.transform.optionsFrom[1]",
+        "Duplicate value",
+    ),
+    "option-name": Invalid(
+        changed("transform.optionsFrom", [{"option": "a b", "secret": "s", "key": "k"}]),
+        "spec.transform.optionsFrom[0].option",
+        "should match",
+    ),
     "dead-letter-loop": Invalid(
         changed("deadLetter.kafka.topic", "ui-events"),
         "spec.deadLetter.kafka.topic",

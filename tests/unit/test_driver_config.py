@@ -137,3 +137,59 @@ def test_invalid_environment_exits_2_naming_the_variable(
     code, stderr, message = run_driver(tmp_path, env)
     assert code == 2, stderr[-2000:]
     assert named in message["message"]
+
+
+def test_options_from_secrets_join_the_options_and_a_missing_one_names_the_field() -> None:
+    """Issue 14 item 6: secret options come from the pod's secretKeyRef env vars."""
+    from sluice_api.spec import PipelineSpec
+    from sluice_job.config import ConfigError, transform_options
+    from sluice_operator.builders import credential_env
+
+    raw = json.loads(json.dumps(VALID))
+    raw["transform"]["options"] = {"windowSeconds": 60}
+    raw["transform"]["optionsFrom"] = [{"option": "apiToken", "secret": "kpi", "key": "token"}]
+    spec = PipelineSpec.model_validate(raw)
+
+    [env] = [e for e in credential_env(spec) if e["name"] == "SLUICE_OPTION_apiToken"]
+    assert env == {
+        "name": "SLUICE_OPTION_apiToken",
+        "valueFrom": {"secretKeyRef": {"name": "kpi", "key": "token"}},
+    }
+    assert transform_options(spec, {"SLUICE_OPTION_apiToken": "s3cr\"t'\\"}) == {
+        "windowSeconds": 60,
+        "apiToken": "s3cr\"t'\\",
+    }
+    with pytest.raises(ConfigError, match=r"spec\.transform\.optionsFrom: option 'apiToken'"):
+        transform_options(spec, {})
+
+
+@pytest.mark.parametrize(
+    ("options_from", "says"),
+    [
+        ([{"option": "windowSeconds", "secret": "s", "key": "k"}], "not both"),
+        (
+            [
+                {"option": "t", "secret": "a", "key": "k"},
+                {"option": "t", "secret": "b", "key": "k"},
+            ],
+            "named once",
+        ),
+    ],
+)
+def test_an_option_set_twice_is_refused_naming_the_field(
+    options_from: list[dict[str, str]], says: str
+) -> None:
+    """The API server's schema cannot see into the free-form options; the driver's
+    model refuses the overlap (exit 2 naming the field), and the CRD the duplicate."""
+    from pydantic import ValidationError
+
+    from sluice_api.spec import PipelineSpec
+    from sluice_api.validation import describe
+
+    raw = json.loads(json.dumps(VALID))
+    raw["transform"]["options"] = {"windowSeconds": 60}
+    raw["transform"]["optionsFrom"] = options_from
+    with pytest.raises(ValidationError) as err:
+        PipelineSpec.model_validate(raw)
+    assert "spec.transform" in describe(err.value)
+    assert says in describe(err.value)
