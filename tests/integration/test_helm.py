@@ -231,6 +231,9 @@ def test_install_reconcile_upgrade_uninstall(
         f"--set=operator.port={port}",
         "--set=strategy.rollingUpdate.maxSurge=0",
         "--set=strategy.rollingUpdate.maxUnavailable=1",
+        # Pods of the local stack share the host's network; in a cluster the default
+        # URL goes through the metrics Service.
+        f"--set=tests.url=http://127.0.0.1:{port}/healthz",
     ]
     account = f"system:serviceaccount:{namespace}:{release}-sluice"
 
@@ -254,6 +257,8 @@ def test_install_reconcile_upgrade_uninstall(
     )
     print(f"helm install -> operator leading (/readyz 200): {time.monotonic() - started:.1f}s")
     assert body == "leading\n"
+    tested = helm("test", release, "-n", namespace, "--timeout=120s")
+    assert "Phase:          Succeeded" in tested or "Phase: Succeeded" in tested, tested
     lease = CoordinationV1Api(api).read_namespaced_lease("sluice-operator", namespace)
     assert lease.spec.holder_identity
 

@@ -135,8 +135,36 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
             "Service",
             "Deployment",
             "PodDisruptionBudget",
+            "Pod",  # the `helm test` hook
         ]
     )
+
+
+def test_helm_test_asks_an_operator_replica_for_healthz_from_a_hardened_pod(
+    render: Render,
+) -> None:
+    pod = one(render(), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "helm-test"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    [container] = pod["spec"]["containers"]
+    assert container["args"] == ["http://rel-sluice.sluice-system.svc:8080/healthz"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    moved = one(render("tests.url=http://127.0.0.1:9/healthz"), "Pod")
+    assert moved["spec"]["containers"][0]["args"] == ["http://127.0.0.1:9/healthz"]
+
+
+def test_the_chart_readme_lists_every_value_as_values_yaml_documents_it() -> None:
+    from sluice_dev import chartdocs
+
+    readme = (CHART / "README.md").read_text()
+    values = (CHART / "values.yaml").read_text()
+    assert readme == chartdocs.readme(readme, values), (
+        "charts/sluice/README.md is stale: run .venv/bin/python -m sluice_dev.chartdocs --write"
+    )
+    assert all(f"| `{key}` |" in readme for key, _ in chartdocs.documented(values))
 
 
 def test_two_replicas_elect_a_leader_with_the_operators_lease(render: Render) -> None:
