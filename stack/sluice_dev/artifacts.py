@@ -15,15 +15,14 @@ instead of deleting the first one's half-finished directory.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sluice_dev.filelock import locked
 from sluice_dev.paths import Layout
 
 COMPLETE = ".complete"
@@ -82,22 +81,11 @@ def ensure(artifact: Artifact, layout: Layout) -> Outcome:
     started = time.monotonic()
     if artifact.ready(layout):
         return Outcome(artifact, cached=True, seconds=time.monotonic() - started)
-    with _exclusive(artifact.path(layout)):
+    with locked(artifact.path(layout)):
         if artifact.ready(layout):  # another provisioner built it while we waited
             return Outcome(artifact, cached=True, seconds=time.monotonic() - started)
         _build(artifact, artifact.path(layout))
     return Outcome(artifact, cached=False, seconds=time.monotonic() - started)
-
-
-@contextlib.contextmanager
-def _exclusive(target: Path) -> Iterator[None]:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.with_name(target.name + ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _build(artifact: Artifact, target: Path) -> None:

@@ -16,13 +16,13 @@ unpullable image (``ErrImagePull``), and the agent retries it, as a kubelet woul
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sluice_dev.filelock import locked
 
 WILDCARD = "*"
 
@@ -77,7 +77,7 @@ def parse_flag(text: str) -> tuple[str, str | None]:
 def register(file: Path, image: str, root: Path | None) -> None:
     """Add or replace one entry of the JSON image file, atomically and under a lock."""
     file.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(file):
+    with locked(file):
         entries = _read(file) if file.exists() else {}
         entries[image] = None if root is None else str(root)
         staging = file.with_name(file.name + ".tmp")
@@ -90,13 +90,3 @@ def _read(file: Path) -> dict[str, str | None]:
     if not isinstance(data, dict):
         raise ImageError(f"{file} must hold a JSON object of image -> directory")
     return {str(k): (None if v is None else str(v)) for k, v in data.items()}
-
-
-@contextlib.contextmanager
-def _locked(file: Path) -> Iterator[None]:
-    with file.with_name(file.name + ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
