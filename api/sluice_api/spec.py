@@ -395,6 +395,14 @@ class Spark(Model):
 
 
 class Upgrade(Model):
+    rollback: bool = Field(
+        default=True,
+        description=(
+            "When the driver of a changed spec fails restart.maxFailures times in a row "
+            "(exits, or pods not running within restart.startDeadlineSeconds), run the "
+            "last spec that committed again, until the driver fields of the spec change."
+        ),
+    )
     stop_timeout_seconds: int = Field(
         default=120,
         ge=5,
@@ -428,6 +436,15 @@ class Restart(Model):
     )
     max_failures: int = Field(
         default=5, ge=1, le=1000, description="Failures in a row before the pipeline is Failed."
+    )
+    start_deadline_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=86400,
+        description=(
+            "A driver pod not running this long after its creation (unschedulable, image "
+            "pull failing, a missing Secret or ConfigMap) is removed and counted as a failure."
+        ),
     )
 
 

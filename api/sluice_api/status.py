@@ -60,6 +60,29 @@ class Lag(_Model):
     )
 
 
+class GoodSpec(_Model):
+    """The last spec whose driver committed a batch: where an automatic rollback returns."""
+
+    spec_hash: str = Field(description="Hash of its driver fields (as status.specHash).")
+    image: str = Field(description="Its job image.")
+    spec: str = Field(
+        description="JSON of the spec fields the driver reads (all but upgrade, failover, "
+        "restart and suspend, which keep following the manifest during a rollback)."
+    )
+
+
+class Rollback(_Model):
+    """An upgrade that failed and was rolled back; it stays rolled back until the
+    driver fields of the spec change again."""
+
+    image: str = Field(description="Job image of the failed upgrade.")
+    spec_hash: str = Field(description="Hash of the failed spec's driver fields.")
+    reason: str = Field(description="Why it counted as failed: the last failure.")
+    time: str = Field(
+        description="When the operator rolled back.", json_schema_extra={"format": "date-time"}
+    )
+
+
 class Condition(_Model):
     """An observation of one aspect of the pipeline (Ready, Fenced, ...)."""
 
@@ -131,6 +154,13 @@ class PipelineStatus(_Model):
     )
     message: str | None = Field(
         default=None, description="Why the pipeline is in its phase, for humans."
+    )
+    last_good_spec: GoodSpec | None = Field(
+        default=None,
+        description="The last spec whose driver committed a batch (spec.upgrade.rollback).",
+    )
+    rolled_back: Rollback | None = Field(
+        default=None, description="The failed upgrade the pipeline rolled back from, if any."
     )
     conditions: list[Condition] | None = Field(
         default=None, description="Current conditions of the pipeline, one per type."

@@ -21,6 +21,7 @@ restarted at any instant resumes from the status alone.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -39,7 +40,19 @@ from sluice_operator.actions import (
     StopPod,
     WriteStatus,
 )
-from sluice_operator.model import Lag, LastCommit, Observed, Phase, PodView, Status, StopReason
+from sluice_operator.lifecycle import Seen, next_phase
+from sluice_operator.model import (
+    GoodSpec,
+    Lag,
+    LastCommit,
+    Observed,
+    Phase,
+    PodPhase,
+    PodView,
+    Rollback,
+    Status,
+    StopReason,
+)
 
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
 
@@ -47,11 +60,16 @@ EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CON
 @dataclass(frozen=True)
 class Settings:
     requeue_seconds: float = 2.0
+    """How soon to look again while something is in motion (a pod starts or stops)."""
     stable_seconds: float = 60.0
     """A driver running this long resets the count of failures in a row."""
     progress_seconds: float = 5.0
     """``status.lastCommit`` follows a running driver's commits at most this often
-    (one status write per pipeline per interval, not one per batch)."""
+    (one status write per pipeline per interval, not one per batch); it is also how
+    often a stable Running pipeline is looked at."""
+    resync_seconds: float = 300.0
+    """With nothing in motion (Failed, Suspended) a pipeline is looked at again when
+    something changes, or after this long."""
 
 
 DEFAULTS = Settings()
@@ -60,17 +78,20 @@ DEFAULTS = Settings()
 def decide(obs: Observed, settings: Settings = DEFAULTS) -> Decision:
     if obs.spec is None:
         return _invalid(obs)
+    obs = _effective(obs, obs.spec)
+    spec = obs.spec
+    assert spec is not None
     current = next((p for p in obs.pods if p.name == obs.status.driver_pod), None)
     actions = _cleanup([p for p in obs.pods if p is not current], obs)
     if obs.deleting:
-        return _stop(obs, obs.spec, current, StopReason.DELETE, actions, settings)
-    if obs.spec.suspend:
-        return _stop(obs, obs.spec, current, StopReason.SUSPEND, actions, settings)
+        return _stop(obs, spec, current, StopReason.DELETE, actions, settings)
+    if spec.suspend:
+        return _stop(obs, spec, current, StopReason.SUSPEND, actions, settings)
     if current is None:
-        return _without_driver(obs, obs.spec, actions, settings)
+        return _without_driver(obs, spec, actions, settings)
     if current.terminated:
-        return _after_exit(obs, obs.spec, current, actions, settings)
-    return _while_running(obs, obs.spec, current, actions, settings)
+        return _after_exit(obs, spec, current, actions, settings)
+    return _while_running(obs, spec, current, actions, settings)
 
 
 # -- the cases ---------------------------------------------------------------------
@@ -92,15 +113,15 @@ def _stop(
         elif not current.deleting:
             actions.append(StopPod(current.name))
             actions.append(Emit("Normal", "Stopping", f"stopping {current.name} ({reason})"))
-        status = replace(status, phase=Phase.STOPPING, stop_reason=reason)
+        status = replace(status, phase=_after(obs, Seen.STOP_ASKED), stop_reason=reason)
     elif alive:
-        status = replace(status, phase=Phase.STOPPING, stop_reason=reason)
+        status = replace(status, phase=_after(obs, Seen.STOP_ASKED), stop_reason=reason)
     elif reason is StopReason.DELETE:
         return Decision((*actions, *_write(obs, status)), finished=True)
     else:
         if current is not None:
             status = _note_exit(status, current)
-        status = replace(status, phase=Phase.SUSPENDED, driver_pod=None, stop_reason=None)
+        status = replace(status, phase=_after(obs, Seen.STOPPED), driver_pod=None, stop_reason=None)
         if obs.status.phase is not Phase.SUSPENDED:
             actions.append(Emit("Normal", "Suspended", "driver stopped; pipeline suspended"))
     status = _with_ready(status, obs)
@@ -118,14 +139,14 @@ def _without_driver(
     if status.next_start_at:
         wait = (datetime.fromisoformat(status.next_start_at) - obs.now).total_seconds()
         if wait > 0:
-            return Decision(tuple(actions), requeue_after=min(wait, settings.requeue_seconds * 5))
+            return Decision(tuple(actions), requeue_after=wait)
     if status.stop_reason is StopReason.UPGRADE:
-        phase = Phase.UPGRADING
+        seen = Seen.STOPPED_FOR_UPGRADE
     elif status.epoch == 0:
-        phase = Phase.STARTING
+        seen = Seen.NEVER_STARTED
     else:
-        phase = Phase.RECOVERING
-    return _start(obs, spec, status, phase, actions, settings)
+        seen = Seen.DRIVER_GONE
+    return _start(obs, spec, status, _after(obs, seen), actions, settings)
 
 
 def _after_exit(
@@ -137,13 +158,17 @@ def _after_exit(
     code = pod.exit_code
     if code == EXIT_CLEAN:
         upgrading = status.stop_reason is StopReason.UPGRADE or _changed(status, spec)
-        phase = Phase.UPGRADING if upgrading else Phase.RECOVERING
+        phase = _after(obs, Seen.STOPPED_FOR_UPGRADE if upgrading else Seen.EXITED_CLEAN)
         if not upgrading:
             status = replace(status, restarts=status.restarts + 1)
         return _start(obs, spec, status, phase, [*actions, RemovePod(pod.name)], settings)
     if code == EXIT_CONFIG:
         text = said or pod.message or "invalid configuration"
-        failed = replace(status, phase=Phase.FAILED, driver_pod=None, message=text)
+        if _may_roll_back(obs, spec, status):  # an upgrade the driver refuses: at once
+            return _roll_back(obs, spec, status, f"{pod.name} exited 2: {text}", actions, settings)
+        failed = replace(
+            status, phase=_after(obs, Seen.EXITED_INVALID), driver_pod=None, message=text
+        )
         failed = replace(failed, observed_generation=obs.generation)
         return Decision(
             (
@@ -156,7 +181,8 @@ def _after_exit(
         floor = (message.held_by_epoch if message else None) or 0
         status = replace(status, restarts=status.restarts + 1)
         actions += [Emit("Warning", "Fenced", f"{pod.name} was fenced by a newer epoch")]
-        return _start(obs, spec, status, Phase.RECOVERING, actions, settings, epoch_floor=floor)
+        phase = _after(obs, Seen.EXITED_FENCED)
+        return _start(obs, spec, status, phase, actions, settings, epoch_floor=floor)
     return _failed(obs, spec, status, pod, said or pod.message, actions, settings)
 
 
@@ -169,12 +195,31 @@ def _failed(
     actions: list[Action],
     settings: Settings,
 ) -> Decision:
-    failures = status.failures + 1
     text = f"{pod.name} exited {pod.exit_code}: {why}".strip()
+    return _count_failure(obs, spec, status, text, actions, settings, exited=pod.name)
+
+
+def _count_failure(
+    obs: Observed,
+    spec: PipelineSpec,
+    status: Status,
+    text: str,
+    actions: list[Action],
+    settings: Settings,
+    *,
+    exited: str | None = None,
+    min_delay: int = 0,
+) -> Decision:
+    """One more failure in a row: Failed at ``restart.maxFailures``, else a restart
+    after :func:`restart_delay` (at least ``min_delay``). ``exited`` names the pod of
+    a driver that exited, removed when its successor starts."""
+    failures = status.failures + 1
+    if failures >= spec.restart.max_failures and _may_roll_back(obs, spec, status):
+        return _roll_back(obs, spec, status, text, actions, settings)
     if failures >= spec.restart.max_failures:
         status = replace(
             status,
-            phase=Phase.FAILED,
+            phase=_after(obs, Seen.GAVE_UP),
             failures=failures,
             driver_pod=None,
             observed_generation=obs.generation,
@@ -182,10 +227,10 @@ def _failed(
         )
         actions.append(Emit("Warning", "Failed", status.message))
         return Decision((*actions, *_write(obs, _with_ready(status, obs))))
-    delay = restart_delay(spec, failures)
+    delay = max(restart_delay(spec, failures), min_delay)
     status = replace(
         status,
-        phase=Phase.RECOVERING,
+        phase=_after(obs, Seen.EXITED_FAILED),
         failures=failures,
         driver_pod=None,
         restarts=status.restarts + 1,
@@ -194,9 +239,8 @@ def _failed(
     )
     if not delay:
         actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting now"))
-        return _start(
-            obs, spec, status, Phase.RECOVERING, [*actions, RemovePod(pod.name)], settings
-        )
+        removed = [RemovePod(exited)] if exited else []
+        return _start(obs, spec, status, status.phase, [*actions, *removed], settings)
     actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting in {delay}s"))
     return Decision((*actions, *_write(obs, _with_ready(status, obs))), float(delay))
 
@@ -226,18 +270,24 @@ def _while_running(
             obs,
             spec,
             status,
-            Phase.RECOVERING,
+            _after(obs, Seen.NODE_LOST),
             [*actions, Emit("Warning", "NodeLost", message)],
             settings,
         )
         return replace(decision, actions=(*decision.actions, RemovePod(pod.name)))
     if pod.deleting:
-        phase = Phase.UPGRADING if status.stop_reason is StopReason.UPGRADE else status.phase
+        upgrade = status.stop_reason is StopReason.UPGRADE
+        phase = _after(obs, Seen.UPGRADE_STOPPING if upgrade else Seen.DRIVER_STOPPING)
         return Decision(
             (*actions, *_write(obs, replace(status, phase=phase))), settings.requeue_seconds
         )
+    overdue = _start_overdue(obs, spec, pod)
+    if overdue is not None:
+        return _count_failure(obs, spec, status, overdue, [*actions, RemovePod(pod.name)], settings)
     if _changed(status, spec):
-        status = replace(status, phase=Phase.UPGRADING, stop_reason=StopReason.UPGRADE)
+        status = replace(
+            status, phase=_after(obs, Seen.SPEC_CHANGED), stop_reason=StopReason.UPGRADE
+        )
         actions += [
             StopPod(pod.name),
             Emit("Normal", "Upgrading", f"spec changed: stopping {pod.name} cleanly"),
@@ -252,15 +302,13 @@ def _steady(
     obs: Observed, status: Status, pod: PodView, actions: list[Action], settings: Settings
 ) -> Decision:
     running = pod.phase.value == "Running"
-    if running:
-        phase = Phase.RUNNING
-    elif status.phase in (Phase.UPGRADING, Phase.RECOVERING):
-        phase = status.phase
-    else:
-        phase = Phase.STARTING
+    phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
     status = _with_progress(status, pod, obs, settings)
+    status = _with_good(status, pod, obs)
     status = _with_lag(status, pod, obs, settings)
+    status, told = _with_start(status, pod, obs, running)
+    actions += told
     status, told = _with_dependencies(status, pod, obs)
     actions += told
     status, told = _with_losses(status, pod, obs)
@@ -275,14 +323,17 @@ def _steady(
     if running and status.phase is not obs.status.phase:
         actions.append(Emit("Normal", "Running", f"{pod.name} (epoch {pod.epoch}) is running"))
     status = _with_ready(status, obs)
-    requeue = None if running and stable else settings.requeue_seconds
+    requeue = settings.progress_seconds if running else settings.requeue_seconds
+    node_wait = _until_node_lost(obs, pod)
+    if node_wait is not None:
+        requeue = min(requeue, node_wait)
     return Decision((*actions, *_write(obs, status)), requeue)
 
 
 def _invalid(obs: Observed) -> Decision:
     status = replace(
         obs.status,
-        phase=Phase.FAILED,
+        phase=_after(obs, Seen.INVALID_SPEC),
         message=f"invalid spec: {obs.spec_error}",
         observed_generation=obs.generation,
     )
@@ -307,6 +358,14 @@ def _start(
     """Write the next epoch ahead, then create its pod."""
     epoch = max(status.epoch, epoch_floor) + 1
     digest = changes.spec_hash(spec)
+    if status.rolled_back is not None and not obs.rolling_back:  # a new spec replaced it
+        status = replace(
+            status,
+            rolled_back=None,
+            conditions=_set_condition(
+                status, ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
+            ),
+        )
     owner = builders.Owner(obs.name, obs.namespace, obs.uid)
     status = replace(
         status,
@@ -358,6 +417,160 @@ def _node_lost(obs: Observed, spec: PipelineSpec, pod: PodView) -> bool:
         return False
     lost_for = (obs.now - node.not_ready_since).total_seconds()
     return lost_for >= spec.failover.node_lost_seconds
+
+
+ROLLED_BACK: Final = "RolledBack"
+
+
+def _effective(obs: Observed, spec: PipelineSpec) -> Observed:
+    """The spec to run: the user's, or, while it is the upgrade that failed and was
+    rolled back, the last good spec's driver fields with the user's operator fields
+    (so suspend, restart and failover settings still apply during a rollback)."""
+    rolled, good = obs.status.rolled_back, obs.status.last_good
+    if rolled is None or good is None or changes.spec_hash(spec) != rolled.spec_hash:
+        return obs
+    mine = spec.model_dump(mode="json", by_alias=True)
+    operator_fields = {k: v for k, v in mine.items() if k in changes.OPERATOR_ONLY}
+    try:
+        previous = PipelineSpec.model_validate({**json.loads(good.spec), **operator_fields})
+    except ValueError:
+        return obs  # a good spec this version cannot read: run the user's
+    return replace(obs, spec=previous, rolling_back=True)
+
+
+def _may_roll_back(obs: Observed, spec: PipelineSpec, status: Status) -> bool:
+    """The driver of the current spec gave up, and an older spec committed (and can
+    still be read): roll back to it."""
+    good = status.last_good
+    mine = changes.spec_hash(spec)
+    if not spec.upgrade.rollback or obs.rolling_back or good is None:
+        return False
+    if status.spec_hash != mine or good.spec_hash == mine:
+        return False
+    probe = replace(status, rolled_back=Rollback("", mine, "", ""))
+    return _effective(replace(obs, status=probe), spec).rolling_back
+
+
+def _roll_back(
+    obs: Observed,
+    spec: PipelineSpec,
+    status: Status,
+    text: str,
+    actions: list[Action],
+    settings: Settings,
+) -> Decision:
+    good = status.last_good
+    assert good is not None
+    failed = Rollback(status.image or "", changes.spec_hash(spec), text, obs.now.isoformat())
+    message = f"upgrade to {failed.image} failed, rolled back to {good.image}: {text}"
+    status = replace(
+        status,
+        failures=0,
+        next_start_at=None,
+        driver_pod=None,
+        rolled_back=failed,
+        message=message,
+        restarts=status.restarts + 1,
+        conditions=_set_condition(status, ROLLED_BACK, "True", "UpgradeFailed", message, obs),
+    )
+    actions.append(
+        Emit(
+            "Warning",
+            ROLLED_BACK,
+            f"{message}; {good.image} runs until the spec changes again",
+        )
+    )
+    back = _effective(replace(obs, status=status), spec)
+    assert back.spec is not None, "checked by _may_roll_back"
+    return _start(back, back.spec, status, _after(obs, Seen.ROLLED_BACK), actions, settings)
+
+
+def _with_good(status: Status, pod: PodView, obs: Observed) -> Status:
+    """The current spec becomes the last good one once its driver commits a batch."""
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch or obs.spec is None:
+        return status
+    if report.batch_id is None or report.committed_at is None or status.spec_hash is None:
+        return status
+    if status.last_good is not None and status.last_good.spec_hash == status.spec_hash:
+        return status
+    if changes.spec_hash(obs.spec) != status.spec_hash:
+        return status  # the driver runs an older spec: it is about to be replaced
+    view = json.dumps(changes.driver_view(obs.spec), sort_keys=True)
+    return replace(status, last_good=GoodSpec(status.spec_hash, status.image or "", view))
+
+
+def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
+    """The API server refused to create the driver pod ``status`` names (admission,
+    quota, an invalid field): a failure like an exit, retried after a back-off (never
+    at once: the same pod would be refused again), Failed after ``maxFailures``. So a
+    refused pod costs one epoch per attempt, not one per reconcile."""
+    assert obs.spec is not None, "a pod is only created for a valid spec"
+    text = f"{status.driver_pod} was refused by the API server: {why}"
+    told: list[Action] = [Emit("Warning", "DriverRejected", text)]
+    after = replace(obs, status=status)
+    written = replace(status, driver_pod=None)
+    floor = max(obs.spec.restart.backoff_seconds, 1)
+    return _count_failure(after, obs.spec, written, text, told, DEFAULTS, min_delay=floor)
+
+
+def _start_overdue(obs: Observed, spec: PipelineSpec, pod: PodView) -> str | None:
+    """Why the driver counts as failed to start: not running
+    ``restart.startDeadlineSeconds`` after its pod was created; None otherwise."""
+    if pod.phase is not PodPhase.PENDING or pod.created_at is None or pod.deleting:
+        return None
+    deadline = spec.restart.start_deadline_seconds
+    if (obs.now - pod.created_at).total_seconds() < deadline:
+        return None
+    why = f"{pod.waiting}: {pod.waiting_message}" if pod.waiting else "still Pending"
+    return f"{pod.name} did not start within {deadline}s ({why})"
+
+
+STARTED: Final = "DriverStarted"
+NOT_STARTING: Final = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "Unschedulable",
+    }
+)
+"""Waiting reasons that do not pass by themselves: a user must act."""
+
+
+def _with_start(
+    status: Status, pod: PodView, obs: Observed, running: bool
+) -> tuple[Status, list[Emit]]:
+    """A ``DriverStarted=False`` condition and a Warning Event naming the reason when
+    the driver's pod waits for something that will not come by itself (an image that
+    cannot be pulled, a missing Secret, no node that fits); True again once it runs."""
+    previous = next((c for c in status.conditions if c.get("type") == STARTED), None)
+    if running:
+        if previous is None or previous.get("status") == "True":
+            return status, []
+        conditions = _set_condition(status, STARTED, "True", "Started", f"{pod.name} runs", obs)
+        return replace(status, conditions=conditions), []
+    if pod.waiting not in NOT_STARTING:
+        return status, []
+    message = f"{pod.name}: {pod.waiting}: {pod.waiting_message}".rstrip(": ")
+    if previous is not None and previous.get("message") == message:
+        return status, []
+    conditions = _set_condition(status, STARTED, "False", pod.waiting, message, obs)
+    deadline = obs.spec.restart.start_deadline_seconds if obs.spec else 0
+    told = Emit("Warning", "DriverNotStarting", f"{message} (a failure {deadline}s after creation)")
+    return replace(status, conditions=conditions), [told]
+
+
+def _until_node_lost(obs: Observed, pod: PodView) -> float | None:
+    """Seconds until the pod's NotReady node counts as lost (so the next look comes
+    when failover is due, not a requeue interval later); None while it is Ready."""
+    node = obs.nodes.get(pod.node) if pod.node else None
+    if node is None or node.ready or node.not_ready_since is None or obs.spec is None:
+        return None
+    lost_for = (obs.now - node.not_ready_since).total_seconds()
+    return max(obs.spec.failover.node_lost_seconds - lost_for, 0.0)
 
 
 def _with_lag(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
@@ -488,6 +701,10 @@ def _note_exit(status: Status, pod: PodView) -> Status:
     if status.last_commit is not None and batch < status.last_commit.batch_id:
         return status
     return replace(status, last_commit=LastCommit(batch, pod.finished_at.isoformat()))
+
+
+def _after(obs: Observed, seen: Seen) -> Phase:
+    return next_phase(obs.status.phase, seen)
 
 
 def _write(obs: Observed, status: Status) -> tuple[Action, ...]:

@@ -1,26 +1,44 @@
-"""kopf handlers: every trigger calls the same idempotent ``reconcile``.
+"""kopf handlers: one loop per pipeline, paced by its decisions, woken by changes.
 
-Create, update (spec and metadata only; kopf ignores status changes), resume (an
-operator restart) and a one-second timer all reconcile; the delete handler (which
-makes kopf hold a finalizer) reconciles until every driver has stopped cleanly.
+Each pipeline has a daemon that reconciles, then waits for what the decision asked
+(``Decision.requeue_after``: seconds while a pod starts or stops, the time left of a
+restart back-off or of a NotReady node's grace, ``progress_seconds`` while it runs)
+or for a wake-up, whichever comes first. Wake-ups come through watches: a change of
+the pipeline (create, update and resume handlers also reconcile at once), an event
+of one of its driver pods, a node of one of its drivers changing readiness. Driver
+pods and nodes are held in kopf indexes, so an idle Running pipeline costs one read
+(the pipeline itself, the status being the write-ahead log) per ``progress_seconds``
+and no write. The delete handler (which makes kopf hold a finalizer) reconciles
+until every driver has stopped cleanly.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from sluice_operator import naming
+from sluice_operator import bells, naming, watched
+from sluice_operator.actions import Decision
 from sluice_operator.decide import Settings
 from sluice_operator.kube import Kube
+from sluice_operator.model import NodeView, PodView
 from sluice_operator.reconcile import reconcile
 
 RESOURCE = (naming.GROUP, naming.VERSION, naming.PLURAL)
-TIMER_SECONDS = 1.0
+DRIVERS = {naming.LABEL_PIPELINE: kopf.PRESENT}
+RETRY_CAP_SECONDS = 30.0
+LOG = logging.getLogger("sluice_operator")
 
 _kube: Kube | None = None
 SETTINGS = Settings()
+_node_ready: dict[str, bool] = {}
+
+PodIndex = Mapping[watched.PipelineKey, Any]
+NodeIndex = Mapping[str, Any]
 
 
 def kube() -> Kube:
@@ -39,23 +57,95 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="sluice.dev", key="last-handled-configuration"
     )
     settings.watching.server_timeout = 300
+    # Watch only driver pods (server-side), not every pod of the watched namespaces.
+    settings.watching.label_selectors["pods"] = f"{naming.LABEL_ROLE}={naming.ROLE_DRIVER}"
+
+
+# -- what the watches hold ---------------------------------------------------------
+
+
+@kopf.index("pods", labels=DRIVERS)
+def driver_pods(body: kopf.Body, **_: Any) -> dict[watched.PipelineKey, PodView] | None:
+    return watched.pod_entry(body)
+
+
+@kopf.index("nodes")
+def node_views(body: kopf.Body, **_: Any) -> dict[str, NodeView]:
+    return watched.node_entry(body)
+
+
+@kopf.on.event("pods", labels=DRIVERS)
+async def on_pod(namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+    bells.ring((namespace or "", labels[naming.LABEL_PIPELINE]))
+
+
+@kopf.on.event("nodes")
+async def on_node(name: str, **kwargs: Any) -> None:
+    node_views, driver_pods = _indexes(kwargs)
+    ready = all(view.ready for view in node_views.get(name, ()))
+    if _node_ready.get(name) == ready:
+        return
+    _node_ready[name] = ready
+    for key in watched.pipelines_on(driver_pods, name):
+        bells.ring(key)
+
+
+# -- the pipelines -----------------------------------------------------------------
+
+
+def _indexes(kwargs: Mapping[str, Any]) -> tuple[NodeIndex, PodIndex]:
+    """The two indexes, which kopf passes to every handler by their functions' names."""
+    return kwargs["node_views"], kwargs["driver_pods"]
+
+
+async def _reconcile(
+    body: kopf.Body, indexes: Mapping[str, Any], *, deleting: bool = False
+) -> Decision:
+    key = _key(body)
+    nodes, pods = _indexes(indexes)
+    seen = watched.snapshot(pods, nodes, key)
+    return await asyncio.to_thread(
+        reconcile, kube(), body, deleting=deleting, settings=SETTINGS, watched=seen
+    )
+
+
+def _key(body: kopf.Body) -> watched.PipelineKey:
+    return (body["metadata"]["namespace"], body["metadata"]["name"])
 
 
 @kopf.on.resume(*RESOURCE)
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE)
-def on_change(body: kopf.Body, **_: Any) -> None:
-    reconcile(kube(), body, settings=SETTINGS)
+async def on_change(body: kopf.Body, **kwargs: Any) -> None:
+    await _reconcile(body, kwargs)
+    bells.ring(_key(body))  # the loop waits afresh for what this decision asked
 
 
-@kopf.timer(*RESOURCE, interval=TIMER_SECONDS, sharp=True)
-def on_timer(body: kopf.Body, **_: Any) -> None:
-    if body["metadata"].get("deletionTimestamp") is None:
-        reconcile(kube(), body, settings=SETTINGS)
+@kopf.daemon(*RESOURCE, cancellation_timeout=10.0)
+async def pipeline_loop(stopped: kopf.DaemonStopped, body: kopf.Body, **kwargs: Any) -> None:
+    key = _key(body)
+    errors = 0
+    try:
+        while not stopped:
+            if body["metadata"].get("deletionTimestamp") is not None:
+                return  # the delete handler takes over
+            try:
+                decision = await _reconcile(body, kwargs)
+                wait = decision.requeue_after
+                if wait is None:  # nothing in motion: a change rings; resync seldom
+                    wait = SETTINGS.resync_seconds
+                errors = 0
+            except Exception as err:  # an API outage: retry, doubling up to a cap
+                errors += 1
+                wait = min(2.0**errors, RETRY_CAP_SECONDS)
+                LOG.warning("reconcile of %s/%s failed (%s); again in %.0fs", *key, err, wait)
+            await bells.pause(key, wait, stopped.wait())
+    finally:
+        bells.forget(key)
 
 
 @kopf.on.delete(*RESOURCE)
-def on_delete(body: kopf.Body, **_: Any) -> None:
-    decision = reconcile(kube(), body, deleting=True, settings=SETTINGS)
+async def on_delete(body: kopf.Body, **kwargs: Any) -> None:
+    decision = await _reconcile(body, kwargs, deleting=True)
     if not decision.finished:
         raise kopf.TemporaryError("waiting for the driver to stop cleanly", delay=1)

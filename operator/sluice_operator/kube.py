@@ -32,6 +32,7 @@ from sluice_operator.model import NodeView, PodPhase, PodView
 LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
+USER_AGENT: Final = "sluice-operator"
 
 
 class Kube:
@@ -47,7 +48,9 @@ class Kube:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        return cls()
+        api = client.ApiClient()
+        api.user_agent = USER_AGENT  # the operator's calls, told apart in audit logs
+        return cls(api)
 
     # -- observe ---------------------------------------------------------------
 
@@ -205,6 +208,7 @@ def pod_view(pod: Any) -> PodView:
         if container.state.running is not None:
             running_since = container.state.running.started_at
     phase = PodPhase(status.phase) if status and status.phase else PodPhase.PENDING
+    waiting, waiting_message = _waiting(status, container)
     return PodView(
         name=meta.name,
         epoch=int(labels.get(naming.LABEL_EPOCH, "0")),
@@ -216,7 +220,22 @@ def pod_view(pod: Any) -> PodView:
         running_since=running_since,
         finished_at=finished_at,
         ip=status.pod_ip if status else None,
+        created_at=meta.creation_timestamp,
+        waiting=waiting,
+        waiting_message=waiting_message,
     )
+
+
+def _waiting(status: Any, container: Any) -> tuple[str, str]:
+    """Why the pod does not run yet: its container's waiting reason (the kubelet's),
+    else the scheduler's reason on ``PodScheduled``."""
+    if container is not None and container.state is not None and container.state.waiting:
+        return container.state.waiting.reason or "", container.state.waiting.message or ""
+    conditions = (status.conditions if status else None) or []
+    scheduled = next((c for c in conditions if c.type == "PodScheduled"), None)
+    if scheduled is not None and scheduled.status == "False":
+        return scheduled.reason or "Unschedulable", scheduled.message or ""
+    return "", ""
 
 
 def node_view(node: Any) -> NodeView:

@@ -18,12 +18,14 @@ from sluice_api.status import Phase, StopReason
 from sluice_operator.progress import DriverProgress
 
 __all__ = [
+    "GoodSpec",
     "LastCommit",
     "NodeView",
     "Observed",
     "Phase",
     "PodPhase",
     "PodView",
+    "Rollback",
     "Status",
     "StopReason",
 ]
@@ -52,6 +54,11 @@ class PodView:
     running_since: datetime | None = None
     finished_at: datetime | None = None
     ip: str | None = None
+    created_at: datetime | None = None
+    waiting: str = ""
+    """Why a pod that does not run waits, as the kubelet or scheduler says it
+    (``ImagePullBackOff``, ``CreateContainerConfigError``, ``Unschedulable``)."""
+    waiting_message: str = ""
 
     @property
     def terminated(self) -> bool:
@@ -78,6 +85,26 @@ class Lag:
 
 
 @dataclass(frozen=True)
+class GoodSpec:
+    """The last spec whose driver committed (``status.lastGoodSpec``)."""
+
+    spec_hash: str
+    image: str
+    spec: str
+    """JSON of the driver fields (``changes.driver_view``)."""
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A failed upgrade rolled back (``status.rolledBack``)."""
+
+    image: str
+    spec_hash: str
+    reason: str
+    time: str
+
+
+@dataclass(frozen=True)
 class Status:
     """``status`` of a StreamingPipeline; the operator's write-ahead log."""
 
@@ -97,6 +124,8 @@ class Status:
     lag: Lag | None = None
     message: str = ""
     conditions: tuple[Mapping[str, Any], ...] = ()
+    last_good: GoodSpec | None = None
+    rolled_back: Rollback | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
@@ -119,6 +148,8 @@ class Status:
             lag=Lag(int(lag["records"]), str(lag["time"])) if lag else None,
             message=str(raw.get("message", "")),
             conditions=tuple(raw.get("conditions", ())),
+            last_good=_good(raw.get("lastGoodSpec")),
+            rolled_back=_rollback(raw.get("rolledBack")),
         )
 
     def to_patch(self) -> dict[str, Any]:
@@ -142,7 +173,38 @@ class Status:
             "lag": {"records": self.lag.records, "time": self.lag.time} if self.lag else None,
             "message": self.message,
             "conditions": [dict(c) for c in self.conditions],
+            "lastGoodSpec": (
+                {
+                    "specHash": self.last_good.spec_hash,
+                    "image": self.last_good.image,
+                    "spec": self.last_good.spec,
+                }
+                if self.last_good
+                else None
+            ),
+            "rolledBack": (
+                {
+                    "image": self.rolled_back.image,
+                    "specHash": self.rolled_back.spec_hash,
+                    "reason": self.rolled_back.reason,
+                    "time": self.rolled_back.time,
+                }
+                if self.rolled_back
+                else None
+            ),
         }
+
+
+def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
+    if not raw:
+        return None
+    return GoodSpec(str(raw["specHash"]), str(raw["image"]), str(raw["spec"]))
+
+
+def _rollback(raw: Mapping[str, Any] | None) -> Rollback | None:
+    if not raw:
+        return None
+    return Rollback(str(raw["image"]), str(raw["specHash"]), str(raw["reason"]), str(raw["time"]))
 
 
 @dataclass(frozen=True)
@@ -163,3 +225,5 @@ class Observed:
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
     progress: DriverProgress | None = None
     """What the current driver reports about its commits (its /metrics), if read."""
+    rolling_back: bool = False
+    """``spec`` is the last good spec, run instead of a failed upgrade (``decide``)."""

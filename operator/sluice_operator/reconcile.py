@@ -1,31 +1,37 @@
 """One idempotent reconcile of one pipeline: observe → decide → apply → metrics.
 
-Called from kopf's create/update/resume/delete handlers and from a timer; a lock
-per pipeline makes calls for the same pipeline take turns, since the timer and the
-change handlers of one object may run at the same time. Each reconcile reads the
-pipeline afresh: the status is our write-ahead log and kopf's copy of the object
-may not hold our last write yet.
+Called from kopf's create/update/resume/delete handlers and from each pipeline's
+loop; a lock per pipeline makes calls for the same pipeline take turns, since the
+loop and the change handlers of one object may run at the same time. Each reconcile
+reads the pipeline afresh: the status is our write-ahead log and kopf's copy of the
+object may not hold our last write yet. Driver pods and nodes come from the
+watches (``watched``) when the caller has them, from the API otherwise.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
 from sluice_operator import builders, metrics, progress
-from sluice_operator.actions import Decision
-from sluice_operator.decide import DEFAULTS, Settings, decide
+from sluice_operator.actions import CreatePod, Decision, WriteStatus
+from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
 from sluice_operator.kube import Kube
-from sluice_operator.model import Observed, PodPhase, PodView, Status
+from sluice_operator.model import NodeView, Observed, PodPhase, PodView, Status
 from sluice_operator.progress import DriverProgress
+from sluice_operator.watched import Watched
 
+LOG = logging.getLogger("sluice_operator")
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
@@ -42,6 +48,7 @@ def reconcile(
     *,
     deleting: bool = False,
     settings: Settings = DEFAULTS,
+    watched: Watched | None = None,
 ) -> Decision:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
@@ -49,21 +56,57 @@ def reconcile(
         current = kube.pipeline(namespace, name)
         if current is None:
             return Decision(finished=True)
-        observed = observe(kube, current, deleting=deleting)
+        observed = observe(kube, current, deleting=deleting, watched=watched)
         decision = decide(observed, settings)
-        for action in decision.actions:
-            kube.apply(namespace, name, action, uid=observed.uid)
+        decision = _apply(kube, observed, decision)
         metrics.record(observed, decision)
         return decision
 
 
-def observe(kube: Kube, body: Mapping[str, Any], *, deleting: bool) -> Observed:
+def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
+    """Carry out the decision's actions in order. A driver pod the API server refuses
+    (4xx) ends it: the refusal is recorded as a failure (``after_rejection``) instead
+    of raising, which would start the next epoch at the next reconcile, and so on."""
+    written = observed.status
+    for action in decision.actions:
+        if isinstance(action, WriteStatus):
+            written = action.status
+        try:
+            kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
+        except ApiException as err:
+            if not isinstance(action, CreatePod) or not refused(err):
+                raise
+            LOG.warning("driver pod %s refused: %s", written.driver_pod, explain(err))
+            after = after_rejection(observed, written, explain(err))
+            for step in after.actions:
+                kube.apply(observed.namespace, observed.name, step, uid=observed.uid)
+            return after
+    return decision
+
+
+def refused(err: ApiException) -> bool:
+    """A definite no (invalid, forbidden by admission or quota): retrying the same
+    request cannot succeed. 409 (it exists), 429, 5xx and timeouts are not that."""
+    return err.status in (400, 403, 404, 422)
+
+
+def explain(err: ApiException) -> str:
+    """The API server's own message (from its Status body), else the HTTP reason."""
+    try:
+        message = json.loads(err.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return str(message or f"{err.status} {err.reason}")
+
+
+def observe(
+    kube: Kube, body: Mapping[str, Any], *, deleting: bool, watched: Watched | None = None
+) -> Observed:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec, error = parse_spec(body.get("spec") or {})
-    pods = kube.driver_pods(namespace, name)
-    nodes = kube.nodes(p.node for p in pods if p.node)
     status = Status.parse(body.get("status"))
+    pods, nodes = _drivers(kube, namespace, name, status, watched)
     return Observed(
         name=name,
         namespace=namespace,
@@ -79,6 +122,20 @@ def observe(kube: Kube, body: Mapping[str, Any], *, deleting: bool) -> Observed:
         raw_spec=body.get("spec") or {},
         progress=_progress(f"{namespace}/{name}", pods, status),
     )
+
+
+def _drivers(
+    kube: Kube, namespace: str, name: str, status: Status, watched: Watched | None
+) -> tuple[tuple[PodView, ...], dict[str, NodeView]]:
+    """Driver pods and their nodes: from the watches, unless they have not seen the
+    pod the status names yet (just created), then from the API, as without watches."""
+    if watched is None or (
+        status.driver_pod is not None and all(p.name != status.driver_pod for p in watched.pods)
+    ):
+        pods = kube.driver_pods(namespace, name)
+        return pods, kube.nodes(p.node for p in pods if p.node)
+    missing = {p.node for p in watched.pods if p.node and p.node not in watched.nodes}
+    return watched.pods, {**watched.nodes, **kube.nodes(missing)}
 
 
 def _progress(pipeline: str, pods: tuple[PodView, ...], status: Status) -> DriverProgress | None:

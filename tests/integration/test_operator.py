@@ -4,10 +4,16 @@ drivers: one driver per pipeline through exits, upgrades, suspends and deletes."
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from sluice_dev import audit
+from sluice_dev.paths import Layout
+from sluice_dev.servers import kube
+from sluice_operator.decide import DEFAULTS
+from sluice_operator.kube import USER_AGENT
 from tests.support.operator import Operators, Pipeline, standin_spec, terminated
 from tests.support.scrape import scrape
 from tests.support.waiting import wait_for
@@ -30,6 +36,44 @@ def test_created_pipeline_runs_one_driver(operators: Operators, pipeline: Pipeli
     assert pod.spec.node_name
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+IDLE_WINDOW = timedelta(seconds=15)
+
+
+def test_an_idle_running_pipeline_costs_one_read_per_interval_and_no_write(
+    operators: Operators, pipeline: Pipeline, agent_stack: Layout
+) -> None:
+    """Measured with the API server's audit log. Before the loop followed its
+    decisions, a one-second timer read the pipeline, listed its pods and read its
+    node every second: 45 reads in this window instead of at most 4."""
+    operators.start()
+    pipeline.create(standin_spec())
+    pipeline.wait_phase("Running", epoch=1)
+    since = datetime.now(UTC) + timedelta(seconds=2)  # the Running write has landed
+    until = since + IDLE_WINDOW
+    time.sleep((until - datetime.now(UTC)).total_seconds())  # the measurement window
+    wait_for(
+        lambda: audit.requests(
+            kube.audit_log(agent_stack), until, datetime.max.replace(tzinfo=UTC), ""
+        ),
+        timeout=30,
+        what="the audit log to pass the window's end",
+    )
+    calls = audit.requests(kube.audit_log(agent_stack), since, until, USER_AGENT)
+    kopf_calls = audit.requests(kube.audit_log(agent_stack), since, until, "kopf")
+    assert [c for c in calls + kopf_calls if c.writes] == []
+    interval = DEFAULTS.progress_seconds
+    assert calls, "the loop still looks at the pipeline (its calls carry the user agent)"
+    assert {(c.verb, c.resource, c.name) for c in calls} <= {
+        ("get", "streamingpipelines", pipeline.name)
+    }
+    assert len(calls) <= IDLE_WINDOW.total_seconds() / interval + 1
+    assert pipeline.status()["phase"] == "Running"
+    print(
+        f"\nidle Running pipeline, {IDLE_WINDOW.total_seconds():.0f}s: {len(calls)} operator "
+        f"reads, {len(kopf_calls)} kopf calls, 0 writes (requeue {interval:.0f}s)"
+    )
 
 
 def test_failing_driver_is_restarted_with_a_new_epoch_after_backoff(

@@ -25,10 +25,10 @@ ENTRYPOINT = "sluice_e2e:transform"
 
 
 def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
-    """``sluice-e2e/job:v1`` and ``:v2`` as code roots: their transform module and an
-    ``image.env`` saying where the image keeps Spark's Kafka jars."""
+    """``sluice-e2e/job:v1``, ``:v2`` and ``:broken`` as code roots: their transform
+    module and an ``image.env`` saying where the image keeps Spark's Kafka jars."""
     roots: dict[str, Path] = {}
-    for version in ("v1", "v2"):
+    for version in ("v1", "v2", "broken"):
         root = workdir / "images" / version
         shutil.copytree(IMAGES_ROOT / version, root, dirs_exist_ok=True)
         jar_list = ",".join(str(j) for j in jars)

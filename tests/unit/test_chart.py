@@ -230,6 +230,7 @@ OPERATOR_CALLS = {
     ("sluice.dev", "streamingpipelines", "patch"),
     ("sluice.dev", "streamingpipelines/status", "patch"),
     ("", "pods", "list"),
+    ("", "pods", "watch"),
     ("", "pods", "create"),
     ("", "pods", "delete"),
     ("", "services", "create"),
@@ -241,6 +242,8 @@ OPERATOR_CALLS = {
 DRIVER_GRANTS = granted(builders.DRIVER_RULES)
 CLUSTER_READS = {
     ("", "nodes", "get"),
+    ("", "nodes", "list"),
+    ("", "nodes", "watch"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
     ("", "namespaces", "list"),

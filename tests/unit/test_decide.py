@@ -13,7 +13,7 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, Emit, RemovePod, StopPod, WriteStatus
-from sluice_operator.decide import decide, restart_delay
+from sluice_operator.decide import DEFAULTS, after_rejection, decide, restart_delay
 from sluice_operator.model import (
     LastCommit,
     NodeView,
@@ -367,3 +367,137 @@ def test_the_drivers_lag_is_in_the_status_refreshed_at_most_every_progress_inter
     )
     assert later.lag is not None
     assert later.lag.records == 90
+
+
+# -- when to look again -------------------------------------------------------------
+
+
+def test_a_running_pipeline_is_looked_at_every_progress_interval() -> None:
+    """An idle Running pipeline is not reconciled every second: its loop waits
+    ``progress_seconds`` (the pace of its lastCommit updates); changes wake it."""
+    status, pod = running()
+    settled = written(decide(observed(status, (pod,))))  # its Ready condition, once
+    decision = decide(observed(settled, (pod,)))
+    assert decision.requeue_after == DEFAULTS.progress_seconds
+    assert not decision.actions  # and nothing is written while nothing changed
+
+
+def test_a_not_ready_node_brings_the_next_look_to_when_failover_is_due() -> None:
+    status, pod = running()
+    pod = replace(pod, running_since=NOW - timedelta(seconds=DEFAULTS.stable_seconds + 1))
+    grace = spec().failover.node_lost_seconds
+    since = NOW - timedelta(seconds=grace - 1.5)
+    nodes = {"n1": NodeView("n1", False, since), "n2": NodeView("n2", True)}
+    decision = decide(observed(status, (pod,), nodes=nodes))
+    assert decision.requeue_after == pytest.approx(1.5)
+    assert not [a for a in decision.actions if isinstance(a, (CreatePod, RemovePod))]
+    due = decide(observed(status, (pod,), nodes=nodes, now=NOW + timedelta(seconds=1.5)))
+    assert "CreatePod" in kinds(due)  # failover at the requeue it asked for
+
+
+def test_a_restart_back_off_is_waited_out_in_one_requeue() -> None:
+    status, pod = exited(1, {"message": "sink down"})
+    patient = spec(restart={"maxFailures": 10})
+    after = written(decide(observed(replace(status, failures=4), (pod,), spec=patient)))
+    assert after.failures == 5
+    delay = restart_delay(patient, 5)
+    assert delay > DEFAULTS.requeue_seconds * 5  # longer than the old cap on one wait
+    assert after.next_start_at == (NOW + timedelta(seconds=delay)).isoformat()
+    waiting = decide(observed(after, (pod,), spec=patient, now=NOW + timedelta(seconds=1)))
+    assert waiting.requeue_after == pytest.approx(delay - 1)
+    assert "CreatePod" not in kinds(waiting)
+
+
+def test_a_failed_pipeline_waits_for_a_change_not_a_timer() -> None:
+    status, pod = exited(2, {"message": "bad option"})
+    failed = written(decide(observed(status, (pod,))))
+    assert failed.phase is Phase.FAILED
+    assert decide(observed(failed, ())).requeue_after is None
+
+
+# -- pods that never start ------------------------------------------------------------
+
+
+def pending(waiting: str = "", message: str = "", age: float = 30.0) -> tuple[Status, PodView]:
+    status, pod = running()
+    return replace(status, phase=Phase.STARTING), replace(
+        pod,
+        phase=PodPhase.PENDING,
+        running_since=None,
+        created_at=NOW - timedelta(seconds=age),
+        waiting=waiting,
+        waiting_message=message,
+    )
+
+
+def condition(status: Status, kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.conditions if c["type"] == kind), None)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("ImagePullBackOff", 'Back-off pulling image "sluice-job:nope"'),
+        ("CreateContainerConfigError", 'secret "kafka-creds" not found'),
+        ("Unschedulable", "0/2 nodes are available: 2 node(s) didn't match selector"),
+    ],
+)
+def test_a_driver_pod_that_waits_for_a_user_says_why_once(reason: str, message: str) -> None:
+    status, pod = pending(reason, message)
+    decision = decide(observed(status, (pod,)))
+    after = written(decision)
+    started = condition(after, "DriverStarted")
+    assert started is not None
+    assert (started["status"], started["reason"]) == ("False", reason)
+    assert message in started["message"]
+    told = [a for a in decision.actions if isinstance(a, Emit)]
+    assert [(e.type, e.reason) for e in told] == [("Warning", "DriverNotStarting")]
+    assert message in told[0].message
+    again = decide(observed(after, (pod,)))
+    assert not [a for a in again.actions if isinstance(a, Emit)]  # once, not per look
+    assert after.phase is Phase.STARTING
+
+
+def test_a_pod_still_pending_at_the_start_deadline_is_a_failure() -> None:
+    deadline = spec().restart.start_deadline_seconds
+    status, pod = pending("ImagePullBackOff", "image not found", age=deadline + 1)
+    decision = decide(observed(status, (pod,)))
+    after = written(decision)
+    assert RemovePod(pod.name) in decision.actions
+    assert after.failures == 1
+    assert after.epoch == pod.epoch + 1  # the first failure restarts at once
+    assert f"did not start within {deadline}s (ImagePullBackOff: image not found)" in after.message
+    early_status, early = pending("ImagePullBackOff", "x", age=deadline - 1)
+    before = decide(observed(early_status, (early,)))
+    assert RemovePod(early.name) not in before.actions
+    assert written(before).failures == 0
+
+
+def test_pods_that_never_start_end_failed_after_max_failures() -> None:
+    deadline = spec().restart.start_deadline_seconds
+    status, pod = pending("Unschedulable", "no node", age=deadline + 1)
+    last = spec().restart.max_failures - 1
+    decision = decide(observed(replace(status, failures=last), (pod,)))
+    after = written(decision)
+    assert after.phase is Phase.FAILED
+    assert RemovePod(pod.name) in decision.actions
+    assert "CreatePod" not in kinds(decision)
+
+
+def test_a_refused_pod_is_one_failure_with_a_back_off_not_a_new_epoch_per_look() -> None:
+    status, _ = running()
+    obs = observed(Status(phase=Phase.STARTING, epoch=status.epoch, driver_pod=status.driver_pod))
+    decision = after_rejection(
+        obs, obs.status, 'pods "kpis-driver-4" is forbidden: violates PodSecurity'
+    )
+    after = written(decision)
+    assert (after.failures, after.epoch, after.driver_pod) == (1, status.epoch, None)
+    assert after.next_start_at is not None
+    assert "forbidden" in after.message
+    assert "CreatePod" not in kinds(decision)
+    assert next(a.reason for a in decision.actions if isinstance(a, Emit)) == "DriverRejected"
+    waiting = decide(observed(after, ()))
+    assert "CreatePod" not in kinds(waiting)
+    assert waiting.requeue_after is not None
+    last = replace(obs.status, failures=spec().restart.max_failures - 1)
+    assert written(after_rejection(obs, last, "forbidden")).phase is Phase.FAILED

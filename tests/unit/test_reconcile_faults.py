@@ -6,6 +6,7 @@ finishes the job."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -168,8 +169,32 @@ def test_deletion_is_retried_by_kopf_until_the_driver_has_stopped(
     api.pipelines[KEY]["metadata"]["deletionTimestamp"] = "2026-11-24T10:00:00Z"
     api.fail("delete_namespaced_pod", 500)
     with pytest.raises(ApiException):
-        handlers.on_delete(deleting)
+        on_delete(deleting)
     with pytest.raises(kopf.TemporaryError):
-        handlers.on_delete(deleting)  # the stop was asked; the driver still finishes
+        on_delete(deleting)  # the stop was asked; the driver still finishes
     api.pods.clear()  # it finished its batch, committed and exited; the pod is gone
-    handlers.on_delete(deleting)  # returns: kopf removes its finalizer
+    on_delete(deleting)  # returns: kopf removes its finalizer
+
+
+def on_delete(deleting: dict[str, Any]) -> None:
+    """The delete handler as kopf calls it, with watches that hold nothing yet."""
+    asyncio.run(handlers.on_delete(kopf.Body(deleting), driver_pods={}, node_views={}))
+
+
+@pytest.mark.parametrize("refusal", [403, 422])
+def test_a_pod_the_api_server_refuses_costs_one_epoch_per_attempt(refusal: int) -> None:
+    """Before, the refusal raised; the next reconcile found no pod for the status's
+    epoch and wrote the next one, and so on: one epoch per second, forever."""
+    api = api_with_pipeline()
+    api.fail("create_namespaced_pod", refusal, times=100)
+    reconcile(api.kube(), body())  # no raise: the refusal is recorded
+    first = status(api)
+    for _ in range(5):
+        reconcile(api.kube(), body())
+    now = status(api)
+    assert now["epoch"] == first["epoch"] == 1
+    assert now["failures"] == 1
+    assert now.get("driverPod") is None
+    assert now["nextStartAt"]
+    assert api.calls["create_namespaced_pod"] == 1
+    assert "DriverRejected" in {e.reason for e in api.events}

@@ -73,7 +73,8 @@ What the operator does in a namespace it watches, derived from its code:
 - streamingpipelines get/list/watch/patch: kopf lists and watches them and patches
   its finalizer and annotations; kube.pipeline() reads one afresh;
 - streamingpipelines/status patch: the status, the operator's write-ahead log;
-- pods create/list/delete: driver pods (kube.driver_pods, CreatePod, StopPod/RemovePod);
+- pods create/list/watch/delete: driver pods (the driver-pod index of handlers.py and
+  kube.driver_pods, CreatePod, StopPod/RemovePod);
 - serviceaccounts, roles, rolebindings create: each pipeline's driver identity
   (builders.supporting);
 - pods, services, configmaps, persistentvolumeclaims with the driver's verbs: the
@@ -105,14 +106,15 @@ What the operator does in a namespace it watches, derived from its code:
 
 {{/*
 What the operator needs cluster-wide in either mode:
-- nodes get: failover reads the Ready condition of a driver's node (kube.nodes);
+- nodes get/list/watch: failover follows the Ready condition of a driver's node (the
+  node index of handlers.py; kube.nodes reads one the index does not hold yet);
 - customresourcedefinitions list/watch: kopf notices its resource appearing or going;
 - namespaces list/watch: kopf notices watched namespaces being created or deleted.
 */}}
 {{- define "sluice.clusterRules" -}}
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get]
+  verbs: [get, list, watch]
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]

@@ -100,7 +100,7 @@ class ContainerRun:
             self._retry(Waiting("CreateContainerConfigError", str(err)), mono)
             return
         except ImageError as err:
-            self._retry(Waiting("ErrImagePull", str(err)), mono)
+            self._retry(_pull_failed(self.waiting, self.spec.image or "", str(err)), mono)
             return
         restarting = self.exited is not None
         restart = self.restarts + 1 if restarting else self.restarts
@@ -260,6 +260,14 @@ class PodRun:
             container.adopt(_lost(known), restarts, self.policy, mono)
         if pod.status is not None and pod.status.start_time is not None:
             self.started_at = pod.status.start_time
+
+
+def _pull_failed(before: Waiting, image: str, why: str) -> Waiting:
+    """As a kubelet says it: ``ErrImagePull`` the first time, ``ImagePullBackOff``
+    while it waits to try again."""
+    if before.reason in ("ErrImagePull", "ImagePullBackOff"):
+        return Waiting("ImagePullBackOff", f'Back-off pulling image "{image}": {why}')
+    return Waiting("ErrImagePull", why)
 
 
 def _lost(known: V1ContainerStatus | None) -> Terminated:

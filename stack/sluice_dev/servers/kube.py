@@ -117,6 +117,34 @@ def conf_dir(layout: Layout) -> Path:
     return layout.conf("kube")
 
 
+def audit_log(layout: Layout) -> Path:
+    """The API server's audit log: one JSON line per request (``sluice_dev.audit``)."""
+    return layout.log("kube-apiserver-audit")
+
+
+def _audit_policy(layout: Layout) -> Path:
+    return conf_dir(layout) / "audit-policy.yaml"
+
+
+# Every request at the Metadata level (who, what, which object, no bodies), except the
+# controller-manager's and scheduler's own busy loops: tests count what a client
+# (the operator, by its user agent) asks of the API server.
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "users": ["system:kube-controller-manager", "system:kube-scheduler"]},
+        {"level": "Metadata"},
+    ],
+}
+
+
+def _prepare_apiserver(layout: Layout) -> None:
+    prepare_pki(layout)
+    _write_if_changed(_audit_policy(layout), yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
+
+
 def pki_dir(layout: Layout) -> Path:
     return conf_dir(layout) / "pki"
 
@@ -289,6 +317,11 @@ def _apiserver_argv(layout: Layout) -> Sequence[str]:
         f"--kubelet-client-key={kubelet_client.key}",
         "--kubelet-preferred-address-types=InternalIP,Hostname",
         "--profiling=false",
+        f"--audit-policy-file={_audit_policy(layout)}",
+        f"--audit-log-path={audit_log(layout)}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=100",
+        "--audit-log-maxbackup=1",
         "--v=1",
     ]
 
@@ -445,7 +478,7 @@ SERVERS: tuple[Server, ...] = (
         probe=_apiserver_probe,
         requires=(etcd.NAME,),
         artifacts=(NAME,),
-        prepare=prepare_pki,
+        prepare=_prepare_apiserver,
         exports=_exports,
         start_timeout=120.0,
         stop_grace=15.0,
