@@ -333,6 +333,14 @@ def test_code_upgrade_with_the_operator_killed_halfway_then_two_bad_upgrades_rol
 def _bad_upgrades_roll_back(setup: Setup, good: str) -> list[tuple[str, float]]:
     """Apply the two bad images in turn; each rolls back to ``good``, whose driver
     then commits. Returns the seconds from each apply to that commit."""
+    wait_for(
+        lambda: (
+            setup.pipeline.status().get("lastGoodSpec", {}).get("image") == f"{JOB_IMAGE}:{good}"
+        ),
+        timeout=60,
+        what=f"{good} recorded as the last spec that committed",
+    )
+    expected_failure = {"broken": "the broken image's transform fails", "missing": "ImagePull"}
     timings = []
     for bad in ("broken", "missing"):
         applied = time.monotonic()
@@ -355,6 +363,7 @@ def _bad_upgrades_roll_back(setup: Setup, good: str) -> list[tuple[str, float]]:
         rolled = next(c for c in status["conditions"] if c["type"] == "RolledBack")
         assert rolled["status"] == "True"
         assert image in rolled["message"]
+        assert expected_failure[bad] in status["rolledBack"]["reason"]
         setup.pipeline.wait_phase("Running", epoch=status["epoch"], timeout=180)
         setup.wait_commit_by(status["epoch"])
         timings.append((bad, time.monotonic() - applied))

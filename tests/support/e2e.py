@@ -26,7 +26,9 @@ ENTRYPOINT = "sluice_e2e:transform"
 
 def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
     """``sluice-e2e/job:v1``, ``:v2`` and ``:broken`` as code roots: their transform
-    module and an ``image.env`` saying where the image keeps Spark's Kafka jars."""
+    module and an ``image.env`` saying where the image keeps Spark's Kafka jars; and
+    ``:missing``, mapped to a directory that does not exist: the node agent cannot
+    "pull" it (``ErrImagePull``, then ``ImagePullBackOff``)."""
     roots: dict[str, Path] = {}
     for version in ("v1", "v2", "broken"):
         root = workdir / "images" / version
@@ -34,6 +36,7 @@ def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
         jar_list = ",".join(str(j) for j in jars)
         (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\n")
         roots[f"{JOB_IMAGE}:{version}"] = root
+    roots[f"{JOB_IMAGE}:missing"] = workdir / "images" / "missing"
     return roots
 
 
