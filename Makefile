@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench clean
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench bench-operator clean
 
 all: test
 
@@ -84,6 +84,10 @@ soak: provision
 bench: provision
 	$(BIN)/sluice-dev up kafka cassandra
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# One operator, 100 pipelines with the stand-in driver on the local control plane.
+bench-operator: provision
+	$(BIN)/python -m bench.operator_scale $(BENCH_OPERATOR_ARGS)
 
 clean: down
 	rm -rf .stack

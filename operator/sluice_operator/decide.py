@@ -9,27 +9,31 @@ returned actions in order. Rules, in the order they are checked:
 * no driver: start one with the next epoch, unless a restart back-off is pending
   or the pipeline Failed and its spec has not changed since;
 * the driver exited: 0 → start the next (the spec changed, or it stopped by itself);
-  2 → Failed with the driver's message; 3 → it was fenced, start a newer one;
+  2 → Failed with the driver's message (or a rollback); 3 → it was fenced, start a newer one;
   anything else → back-off, then restart; Failed after ``maxFailures`` in a row;
 * the driver's node is lost for ``failover.nodeLostSeconds``: start a new driver
   elsewhere first, then remove the old pod object;
-* the spec changed in a field the driver reads: clean stop, then a new driver.
+* the spec changed in a field the driver reads: clean stop, then a new driver;
+* the pod of the driver is not running ``restart.startDeadlineSeconds`` after its
+  creation, or the API server refused it: a failure, as an exit is;
+* the driver of a changed spec gave up (or exited 2): run the last good spec again
+  (``rollback``).
 
 Every new epoch is written to the status before its pod is created, so an operator
-restarted at any instant resumes from the status alone.
+restarted at any instant resumes from the status alone. The phase comes from
+``lifecycle``; what the running driver reports (``reports``), a pod that does not
+start (``starting``) and the conditions (``conditions``) have their own modules.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from datetime import datetime, timedelta
 
 from sluice_api import termination
 from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
-from sluice_operator import builders, changes, naming
+from sluice_operator import builders, changes, naming, reports, rollback, starting
 from sluice_operator.actions import (
     Action,
     CreatePod,
@@ -40,14 +44,12 @@ from sluice_operator.actions import (
     StopPod,
     WriteStatus,
 )
+from sluice_operator.conditions import set_condition, with_ready
 from sluice_operator.lifecycle import Seen, next_phase
 from sluice_operator.model import (
-    GoodSpec,
-    Lag,
     LastCommit,
     Observed,
     Phase,
-    PodPhase,
     PodView,
     Rollback,
     Status,
@@ -78,7 +80,7 @@ DEFAULTS = Settings()
 def decide(obs: Observed, settings: Settings = DEFAULTS) -> Decision:
     if obs.spec is None:
         return _invalid(obs)
-    obs = _effective(obs, obs.spec)
+    obs = rollback.effective(obs, obs.spec)
     spec = obs.spec
     assert spec is not None
     current = next((p for p in obs.pods if p.name == obs.status.driver_pod), None)
@@ -124,7 +126,7 @@ def _stop(
         status = replace(status, phase=_after(obs, Seen.STOPPED), driver_pod=None, stop_reason=None)
         if obs.status.phase is not Phase.SUSPENDED:
             actions.append(Emit("Normal", "Suspended", "driver stopped; pipeline suspended"))
-    status = _with_ready(status, obs)
+    status = with_ready(status, obs)
     return Decision((*actions, *_write(obs, status)), settings.requeue_seconds if alive else None)
 
 
@@ -164,7 +166,7 @@ def _after_exit(
         return _start(obs, spec, status, phase, [*actions, RemovePod(pod.name)], settings)
     if code == EXIT_CONFIG:
         text = said or pod.message or "invalid configuration"
-        if _may_roll_back(obs, spec, status):  # an upgrade the driver refuses: at once
+        if rollback.may_roll_back(obs, spec, status):  # an upgrade the driver refuses: at once
             return _roll_back(obs, spec, status, f"{pod.name} exited 2: {text}", actions, settings)
         failed = replace(
             status, phase=_after(obs, Seen.EXITED_INVALID), driver_pod=None, message=text
@@ -174,7 +176,7 @@ def _after_exit(
             (
                 *actions,
                 Emit("Warning", "InvalidConfig", text),
-                *_write(obs, _with_ready(failed, obs)),
+                *_write(obs, with_ready(failed, obs)),
             )
         )
     if code == EXIT_FENCED:
@@ -214,7 +216,7 @@ def _count_failure(
     after :func:`restart_delay` (at least ``min_delay``). ``exited`` names the pod of
     a driver that exited, removed when its successor starts."""
     failures = status.failures + 1
-    if failures >= spec.restart.max_failures and _may_roll_back(obs, spec, status):
+    if failures >= spec.restart.max_failures and rollback.may_roll_back(obs, spec, status):
         return _roll_back(obs, spec, status, text, actions, settings)
     if failures >= spec.restart.max_failures:
         status = replace(
@@ -226,7 +228,7 @@ def _count_failure(
             message=f"{failures} failures in a row; last: {text}",
         )
         actions.append(Emit("Warning", "Failed", status.message))
-        return Decision((*actions, *_write(obs, _with_ready(status, obs))))
+        return Decision((*actions, *_write(obs, with_ready(status, obs))))
     delay = max(restart_delay(spec, failures), min_delay)
     status = replace(
         status,
@@ -242,7 +244,7 @@ def _count_failure(
         removed = [RemovePod(exited)] if exited else []
         return _start(obs, spec, status, status.phase, [*actions, *removed], settings)
     actions.append(Emit("Warning", "DriverFailed", f"{text}; restarting in {delay}s"))
-    return Decision((*actions, *_write(obs, _with_ready(status, obs))), float(delay))
+    return Decision((*actions, *_write(obs, with_ready(status, obs))), float(delay))
 
 
 def restart_delay(spec: PipelineSpec, failures: int) -> int:
@@ -264,7 +266,7 @@ def _while_running(
         status = replace(status, restarts=status.restarts + 1)
         status = replace(
             status,
-            conditions=_set_condition(status, "Fenced", "True", "NodeLost", message, obs),
+            conditions=set_condition(status, "Fenced", "True", "NodeLost", message, obs),
         )
         decision = _start(
             obs,
@@ -281,7 +283,7 @@ def _while_running(
         return Decision(
             (*actions, *_write(obs, replace(status, phase=phase))), settings.requeue_seconds
         )
-    overdue = _start_overdue(obs, spec, pod)
+    overdue = starting.overdue(obs, spec, pod)
     if overdue is not None:
         return _count_failure(obs, spec, status, overdue, [*actions, RemovePod(pod.name)], settings)
     if _changed(status, spec):
@@ -292,9 +294,7 @@ def _while_running(
             StopPod(pod.name),
             Emit("Normal", "Upgrading", f"spec changed: stopping {pod.name} cleanly"),
         ]
-        return Decision(
-            (*actions, *_write(obs, _with_ready(status, obs))), settings.requeue_seconds
-        )
+        return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
     return _steady(obs, status, pod, actions, settings)
 
 
@@ -304,16 +304,16 @@ def _steady(
     running = pod.phase.value == "Running"
     phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
-    status = _with_progress(status, pod, obs, settings)
-    status = _with_good(status, pod, obs)
-    status = _with_lag(status, pod, obs, settings)
-    status, told = _with_start(status, pod, obs, running)
+    status = reports.with_progress(status, pod, obs, settings.progress_seconds)
+    status = reports.with_good(status, pod, obs)
+    status = reports.with_lag(status, pod, obs, settings.progress_seconds)
+    status, told = starting.with_start(status, pod, obs, running)
     actions += told
-    status, told = _with_dependencies(status, pod, obs)
+    status, told = reports.with_dependencies(status, pod, obs)
     actions += told
-    status, told = _with_losses(status, pod, obs)
+    status, told = reports.with_losses(status, pod, obs)
     actions += told
-    status, told = _with_resets(status, pod, obs)
+    status, told = reports.with_resets(status, pod, obs)
     actions += told
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
@@ -322,7 +322,7 @@ def _steady(
         status = replace(status, failures=0, message="")
     if running and status.phase is not obs.status.phase:
         actions.append(Emit("Normal", "Running", f"{pod.name} (epoch {pod.epoch}) is running"))
-    status = _with_ready(status, obs)
+    status = with_ready(status, obs)
     requeue = settings.progress_seconds if running else settings.requeue_seconds
     node_wait = _until_node_lost(obs, pod)
     if node_wait is not None:
@@ -340,7 +340,7 @@ def _invalid(obs: Observed) -> Decision:
     actions: list[Action] = [
         StopPod(p.name) for p in obs.pods if not p.terminated and not p.deleting
     ]
-    return Decision((*actions, *_write(obs, _with_ready(status, obs))), finished=obs.deleting)
+    return Decision((*actions, *_write(obs, with_ready(status, obs))), finished=obs.deleting)
 
 
 # -- building blocks --------------------------------------------------------------
@@ -362,8 +362,8 @@ def _start(
         status = replace(
             status,
             rolled_back=None,
-            conditions=_set_condition(
-                status, ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
+            conditions=set_condition(
+                status, rollback.ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
             ),
         )
     owner = builders.Owner(obs.name, obs.namespace, obs.uid)
@@ -378,7 +378,7 @@ def _start(
         next_start_at=None,
         observed_generation=obs.generation,
     )
-    status = _with_ready(status, obs)
+    status = with_ready(status, obs)
     return Decision(
         (
             *actions,
@@ -419,38 +419,6 @@ def _node_lost(obs: Observed, spec: PipelineSpec, pod: PodView) -> bool:
     return lost_for >= spec.failover.node_lost_seconds
 
 
-ROLLED_BACK: Final = "RolledBack"
-
-
-def _effective(obs: Observed, spec: PipelineSpec) -> Observed:
-    """The spec to run: the user's, or, while it is the upgrade that failed and was
-    rolled back, the last good spec's driver fields with the user's operator fields
-    (so suspend, restart and failover settings still apply during a rollback)."""
-    rolled, good = obs.status.rolled_back, obs.status.last_good
-    if rolled is None or good is None or changes.spec_hash(spec) != rolled.spec_hash:
-        return obs
-    mine = spec.model_dump(mode="json", by_alias=True)
-    operator_fields = {k: v for k, v in mine.items() if k in changes.OPERATOR_ONLY}
-    try:
-        previous = PipelineSpec.model_validate({**json.loads(good.spec), **operator_fields})
-    except ValueError:
-        return obs  # a good spec this version cannot read: run the user's
-    return replace(obs, spec=previous, rolling_back=True)
-
-
-def _may_roll_back(obs: Observed, spec: PipelineSpec, status: Status) -> bool:
-    """The driver of the current spec gave up, and an older spec committed (and can
-    still be read): roll back to it."""
-    good = status.last_good
-    mine = changes.spec_hash(spec)
-    if not spec.upgrade.rollback or obs.rolling_back or good is None:
-        return False
-    if status.spec_hash != mine or good.spec_hash == mine:
-        return False
-    probe = replace(status, rolled_back=Rollback("", mine, "", ""))
-    return _effective(replace(obs, status=probe), spec).rolling_back
-
-
 def _roll_back(
     obs: Observed,
     spec: PipelineSpec,
@@ -471,33 +439,20 @@ def _roll_back(
         rolled_back=failed,
         message=message,
         restarts=status.restarts + 1,
-        conditions=_set_condition(status, ROLLED_BACK, "True", "UpgradeFailed", message, obs),
+        conditions=set_condition(
+            status, rollback.ROLLED_BACK, "True", "UpgradeFailed", message, obs
+        ),
     )
     actions.append(
         Emit(
             "Warning",
-            ROLLED_BACK,
+            rollback.ROLLED_BACK,
             f"{message}; {good.image} runs until the spec changes again",
         )
     )
-    back = _effective(replace(obs, status=status), spec)
+    back = rollback.effective(replace(obs, status=status), spec)
     assert back.spec is not None, "checked by _may_roll_back"
     return _start(back, back.spec, status, _after(obs, Seen.ROLLED_BACK), actions, settings)
-
-
-def _with_good(status: Status, pod: PodView, obs: Observed) -> Status:
-    """The current spec becomes the last good one once its driver commits a batch."""
-    report = obs.progress
-    if report is None or report.epoch != pod.epoch or obs.spec is None:
-        return status
-    if report.batch_id is None or report.committed_at is None or status.spec_hash is None:
-        return status
-    if status.last_good is not None and status.last_good.spec_hash == status.spec_hash:
-        return status
-    if changes.spec_hash(obs.spec) != status.spec_hash:
-        return status  # the driver runs an older spec: it is about to be replaced
-    view = json.dumps(changes.driver_view(obs.spec), sort_keys=True)
-    return replace(status, last_good=GoodSpec(status.spec_hash, status.image or "", view))
 
 
 def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
@@ -514,55 +469,6 @@ def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
     return _count_failure(after, obs.spec, written, text, told, DEFAULTS, min_delay=floor)
 
 
-def _start_overdue(obs: Observed, spec: PipelineSpec, pod: PodView) -> str | None:
-    """Why the driver counts as failed to start: not running
-    ``restart.startDeadlineSeconds`` after its pod was created; None otherwise."""
-    if pod.phase is not PodPhase.PENDING or pod.created_at is None or pod.deleting:
-        return None
-    deadline = spec.restart.start_deadline_seconds
-    if (obs.now - pod.created_at).total_seconds() < deadline:
-        return None
-    why = f"{pod.waiting}: {pod.waiting_message}" if pod.waiting else "still Pending"
-    return f"{pod.name} did not start within {deadline}s ({why})"
-
-
-STARTED: Final = "DriverStarted"
-NOT_STARTING: Final = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "Unschedulable",
-    }
-)
-"""Waiting reasons that do not pass by themselves: a user must act."""
-
-
-def _with_start(
-    status: Status, pod: PodView, obs: Observed, running: bool
-) -> tuple[Status, list[Emit]]:
-    """A ``DriverStarted=False`` condition and a Warning Event naming the reason when
-    the driver's pod waits for something that will not come by itself (an image that
-    cannot be pulled, a missing Secret, no node that fits); True again once it runs."""
-    previous = next((c for c in status.conditions if c.get("type") == STARTED), None)
-    if running:
-        if previous is None or previous.get("status") == "True":
-            return status, []
-        conditions = _set_condition(status, STARTED, "True", "Started", f"{pod.name} runs", obs)
-        return replace(status, conditions=conditions), []
-    if pod.waiting not in NOT_STARTING:
-        return status, []
-    message = f"{pod.name}: {pod.waiting}: {pod.waiting_message}".rstrip(": ")
-    if previous is not None and previous.get("message") == message:
-        return status, []
-    conditions = _set_condition(status, STARTED, "False", pod.waiting, message, obs)
-    deadline = obs.spec.restart.start_deadline_seconds if obs.spec else 0
-    told = Emit("Warning", "DriverNotStarting", f"{message} (a failure {deadline}s after creation)")
-    return replace(status, conditions=conditions), [told]
-
-
 def _until_node_lost(obs: Observed, pod: PodView) -> float | None:
     """Seconds until the pod's NotReady node counts as lost (so the next look comes
     when failover is due, not a requeue interval later); None while it is Ready."""
@@ -573,123 +479,8 @@ def _until_node_lost(obs: Observed, pod: PodView) -> float | None:
     return max(obs.spec.failover.node_lost_seconds - lost_for, 0.0)
 
 
-def _with_lag(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
-    """The running driver's lag, when it differs from the stored one and that is at
-    least ``progress_seconds`` old (one status write per interval while it moves, none
-    while it stays); reports of another epoch's driver are ignored."""
-    report = obs.progress
-    if report is None or report.epoch != pod.epoch or report.lag is None:
-        return status
-    known = status.lag
-    if known is not None:
-        if known.records == report.lag:
-            return status
-        if (obs.now - _aware(known.time)).total_seconds() < settings.progress_seconds:
-            return status
-    return replace(status, lag=Lag(report.lag, obs.now.isoformat()))
-
-
-def _aware(stamp: str) -> datetime:
-    moment = datetime.fromisoformat(stamp)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def _changed(status: Status, spec: PipelineSpec) -> bool:
     return changes.classify(status.spec_hash, spec) is changes.Change.RESTART
-
-
-def _with_progress(status: Status, pod: PodView, obs: Observed, settings: Settings) -> Status:
-    """The running driver's last commit, if it is newer and the stored one is at
-    least ``progress_seconds`` old; reports of another epoch's driver are ignored."""
-    report = obs.progress
-    if report is None or report.epoch != pod.epoch or report.batch_id is None:
-        return status
-    if report.committed_at is None:
-        return status
-    known = status.last_commit
-    if known is not None:
-        if report.batch_id <= known.batch_id:
-            return status
-        stored = datetime.fromisoformat(known.time)
-        if stored.tzinfo is None:
-            stored = stored.replace(tzinfo=UTC)
-        age = (report.committed_at - stored).total_seconds()
-        if age < settings.progress_seconds:
-            return status
-    return replace(status, last_commit=LastCommit(report.batch_id, report.committed_at.isoformat()))
-
-
-DEPENDENCIES: Final = "DependenciesAvailable"
-
-
-def _with_dependencies(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
-    """The ``DependenciesAvailable`` condition from the running driver's own report: a
-    driver waiting out an outage (Cassandra, Kafka, Datastore) is not failing, so the
-    pipeline stays Running and says what it waits for; an Event marks each change."""
-    report = obs.progress
-    if report is None or report.epoch != pod.epoch:
-        return status, []
-    previous = next((c for c in status.conditions if c.get("type") == DEPENDENCIES), None)
-    if report.unavailable:
-        names = ", ".join(report.unavailable)
-        value, reason = "False", "Waiting"
-        message = f"waiting for {names}: the driver keeps its batch and retries by itself"
-        told = [Emit("Warning", "DependencyUnavailable", f"{pod.name}: {message}")]
-    else:
-        value, reason, message = "True", "Reachable", "every dependency answers"
-        told = [Emit("Normal", "DependencyBack", f"{pod.name}: {message}")] if previous else []
-    if previous is not None and previous.get("status") == value:
-        told = []
-    if previous is None and value == "True":
-        return status, []
-    conditions = _set_condition(status, DEPENDENCIES, value, reason, message, obs)
-    return replace(status, conditions=conditions), told
-
-
-LOSSES: Final = "RecordsLost"
-
-
-def _with_losses(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
-    """A ``RecordsLost`` condition and Event when the running driver reports records
-    that retention deleted before they were read (``onOffsetOutOfRange: earliest``),
-    naming partitions and counts; a new Event whenever the count grows."""
-    report = obs.progress
-    if report is None or report.epoch != pod.epoch or not report.lost:
-        return status, []
-    message = (
-        "records deleted before they were read (retention, or a recreated topic): "
-        + ", ".join(f"{where} {count}" for where, count in report.lost)
-    )
-    previous = next((c for c in status.conditions if c.get("type") == LOSSES), None)
-    if previous is not None and previous.get("message") == message:
-        return status, []
-    conditions = _set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs)
-    return replace(status, conditions=conditions), [Emit("Warning", "RecordsLost", message)]
-
-
-RESETS: Final = "OffsetOutOfRange"
-
-
-def _with_resets(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
-    """An ``OffsetOutOfRange`` condition and Event when the running driver found its
-    checkpoint beyond a partition's end (the topic was deleted and recreated, or the
-    partition truncated) and read it again from its earliest offset
-    (``onOffsetOutOfRange: earliest``), naming partition and offsets."""
-    report = obs.progress
-    resets = [r for r in report.resets if r.times] if report and report.epoch == pod.epoch else []
-    if not resets:
-        return status, []
-    message = "committed offset beyond the end of the partition (topic recreated or " + (
-        "truncated): "
-        + ", ".join(
-            f"{r.where} committed {r.committed}, read again from {r.resumed_at}" for r in resets
-        )
-    )
-    previous = next((c for c in status.conditions if c.get("type") == RESETS), None)
-    if previous is not None and previous.get("message") == message:
-        return status, []
-    conditions = _set_condition(status, RESETS, "True", "BeyondEndOffset", message, obs)
-    return replace(status, conditions=conditions), [Emit("Warning", RESETS, message)]
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:
@@ -709,34 +500,3 @@ def _after(obs: Observed, seen: Seen) -> Phase:
 
 def _write(obs: Observed, status: Status) -> tuple[Action, ...]:
     return (WriteStatus(status),) if status != obs.status else ()
-
-
-def _with_ready(status: Status, obs: Observed) -> Status:
-    ready = "True" if status.phase is Phase.RUNNING else "False"
-    return replace(
-        status,
-        conditions=_set_condition(status, "Ready", ready, status.phase.value, status.message, obs),
-    )
-
-
-def _set_condition(
-    status: Status, kind: str, value: str, reason: str, message: str, obs: Observed
-) -> tuple[dict[str, Any], ...]:
-    """``status``'s conditions with ``kind`` set; the time it last changed value is
-    kept while the value stays, and ``observedGeneration`` says which spec it is about."""
-    kept = [dict(c) for c in status.conditions if c.get("type") != kind]
-    previous = next((c for c in status.conditions if c.get("type") == kind), None)
-    since = (
-        previous.get("lastTransitionTime")
-        if previous is not None and previous.get("status") == value
-        else obs.now.isoformat()
-    )
-    condition = {
-        "type": kind,
-        "status": value,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-        "observedGeneration": obs.generation,
-    }
-    return (*kept, condition)

@@ -4,8 +4,9 @@ Each pipeline has a daemon that reconciles, then waits for what the decision ask
 (``Decision.requeue_after``: seconds while a pod starts or stops, the time left of a
 restart back-off or of a NotReady node's grace, ``progress_seconds`` while it runs)
 or for a wake-up, whichever comes first. Wake-ups come through watches: a change of
-the pipeline (create, update and resume handlers also reconcile at once), an event
-of one of its driver pods, a node of one of its drivers changing readiness. Driver
+the pipeline's spec (its ``metadata.generation``) or its deletion, an event of one
+of its driver pods, a node of one of its drivers changing readiness. A new or
+resumed pipeline's loop starts with a reconcile. Driver
 pods and nodes are held in kopf indexes, so an idle Running pipeline costs one read
 (the pipeline itself, the status being the write-ahead log) per ``progress_seconds``
 and no write. The delete handler (which makes kopf hold a finalizer) reconciles
@@ -15,8 +16,10 @@ until every driver has stopped cleanly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -31,11 +34,16 @@ from sluice_operator.reconcile import reconcile
 RESOURCE = (naming.GROUP, naming.VERSION, naming.PLURAL)
 DRIVERS = {naming.LABEL_PIPELINE: kopf.PRESENT}
 RETRY_CAP_SECONDS = 30.0
+DELETE_PATIENCE_SECONDS = 60.0
 LOG = logging.getLogger("sluice_operator")
 
 _kube: Kube | None = None
 SETTINGS = Settings()
 _node_ready: dict[str, bool] = {}
+_generations: dict[watched.PipelineKey, tuple[object, bool]] = {}
+_EXECUTOR = ThreadPoolExecutor(max_workers=32, thread_name_prefix="reconcile")
+"""Reconciles wait on the API server, not the CPU: enough threads that a burst of
+new pipelines does not queue behind a handful of them."""
 
 PodIndex = Mapping[watched.PipelineKey, Any]
 NodeIndex = Mapping[str, Any]
@@ -104,21 +112,29 @@ async def _reconcile(
     key = _key(body)
     nodes, pods = _indexes(indexes)
     seen = watched.snapshot(pods, nodes, key)
-    return await asyncio.to_thread(
+    call = functools.partial(
         reconcile, kube(), body, deleting=deleting, settings=SETTINGS, watched=seen
     )
+    return await asyncio.get_running_loop().run_in_executor(_EXECUTOR, call)
 
 
 def _key(body: kopf.Body) -> watched.PipelineKey:
     return (body["metadata"]["namespace"], body["metadata"]["name"])
 
 
-@kopf.on.resume(*RESOURCE)
-@kopf.on.create(*RESOURCE)
-@kopf.on.update(*RESOURCE)
-async def on_change(body: kopf.Body, **kwargs: Any) -> None:
-    await _reconcile(body, kwargs)
-    bells.ring(_key(body))  # the loop waits afresh for what this decision asked
+@kopf.on.event(*RESOURCE)
+async def on_pipeline(body: kopf.Body, **kwargs: Any) -> None:
+    """A spec change (a new ``metadata.generation``) or a deletion wakes the
+    pipeline's loop at once; the operator's own status writes do not. A pipeline seen
+    for the first time is reconciled here at once."""
+    key, meta = _key(body), body["metadata"]
+    seen = (meta.get("generation"), meta.get("deletionTimestamp") is not None)
+    first = key not in _generations
+    if _generations.get(key) != seen:
+        _generations[key] = seen
+        bells.ring(key)
+    if first:  # a new pipeline's first pod need not wait for kopf's finalizer and daemon
+        await _reconcile(body, kwargs)
 
 
 @kopf.daemon(*RESOURCE, cancellation_timeout=10.0)
@@ -142,10 +158,21 @@ async def pipeline_loop(stopped: kopf.DaemonStopped, body: kopf.Body, **kwargs: 
             await bells.pause(key, wait, stopped.wait())
     finally:
         bells.forget(key)
+        _generations.pop(key, None)
 
 
 @kopf.on.delete(*RESOURCE)
 async def on_delete(body: kopf.Body, **kwargs: Any) -> None:
-    decision = await _reconcile(body, kwargs, deleting=True)
-    if not decision.finished:
-        raise kopf.TemporaryError("waiting for the driver to stop cleanly", delay=1)
+    """Reconcile until every driver has stopped cleanly, woken by its pod's events;
+    after ``DELETE_PATIENCE_SECONDS`` hand back to kopf, which retries (each retry
+    writes kopf's progress annotations, so it is not the way to wait)."""
+    key = _key(body)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DELETE_PATIENCE_SECONDS
+    while True:
+        decision = await _reconcile(body, kwargs, deleting=True)
+        if decision.finished:
+            return
+        if loop.time() >= deadline:
+            raise kopf.TemporaryError("waiting for the driver to stop cleanly", delay=1)
+        await bells.pause(key, min(decision.requeue_after or 1.0, 1.0), asyncio.Event().wait())

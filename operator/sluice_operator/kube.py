@@ -33,6 +33,9 @@ LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
+CONNECTIONS: Final = 32
+"""HTTP connections to the API server: one per reconcile thread (handlers.py), so a
+burst of pipelines does not queue for the client's default handful."""
 
 
 class Kube:
@@ -41,6 +44,9 @@ class Kube:
         self.core = client.CoreV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+        self.ensured: set[str] = set()
+        """Pipelines (uids) whose supporting objects this process has created; a
+        refused driver pod forgets its pipeline, so the next start checks again."""
 
     @classmethod
     def from_environment(cls) -> Kube:
@@ -48,7 +54,9 @@ class Kube:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        api = client.ApiClient()
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = CONNECTIONS
+        api = client.ApiClient(configuration)
         api.user_agent = USER_AGENT  # the operator's calls, told apart in audit logs
         return cls(api)
 
@@ -108,8 +116,12 @@ class Kube:
                     _request_timeout=TIMEOUT,
                 )
             case EnsureObjects(manifests):
+                if uid is not None and uid in self.ensured:
+                    return  # created by this process already (409s cost a write each)
                 for manifest in manifests:
                     self.ensure(manifest)
+                if uid is not None:
+                    self.ensured.add(uid)
             case CreatePod(manifest):
                 self._create(
                     lambda: self.core.create_namespaced_pod(

@@ -42,6 +42,7 @@ class FakeApi:
         kube = Kube.__new__(Kube)
         kube.api = None  # type: ignore[assignment]
         kube.core = kube.rbac = kube.custom = self  # type: ignore[assignment]
+        kube.ensured = set()
         return kube
 
     def _call(self, method: str) -> None:

@@ -162,6 +162,7 @@ def test_deletion_is_retried_by_kopf_until_the_driver_has_stopped(
 ) -> None:
     api = api_with_pipeline()
     monkeypatch.setattr(handlers, "_kube", api.kube())
+    monkeypatch.setattr(handlers, "DELETE_PATIENCE_SECONDS", 0.0)  # one look per call
     reconcile(api.kube(), body())
     running(api)
     reconcile(api.kube(), body())

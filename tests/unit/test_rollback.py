@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,16 @@ def failing(epoch: int = 6, failures: int = 0) -> tuple[Status, PodView]:
     return status, pod
 
 
+def rolled_back() -> Status:
+    """The status after the upgrade to BAD gave up and v1 was started again."""
+    status, pod = failing(failures=GOOD.restart.max_failures - 1)
+    return written(decide(observed(status, (pod,), spec=BAD, generation=2)))
+
+
+def driver_of(status: Status, phase: PodPhase, **fields: Any) -> PodView:
+    return PodView(status.driver_pod or "", status.epoch, phase, "n1", **fields)
+
+
 def test_the_spec_whose_driver_commits_becomes_the_last_good_one() -> None:
     pod = PodView(naming.driver_pod("kpis", 3), 3, PodPhase.RUNNING, "n1", ip="10.0.0.1")
     status = Status(Phase.RUNNING, 3, pod.name, GOOD.image, changes.spec_hash(GOOD))
@@ -99,15 +110,8 @@ def test_an_upgrade_that_gives_up_rolls_back_to_the_last_good_spec() -> None:
 
 
 def test_a_rolled_back_pipeline_keeps_the_good_spec_until_the_spec_changes() -> None:
-    status, pod = failing(failures=GOOD.restart.max_failures - 1)
-    after = written(decide(observed(status, (pod,), spec=BAD, generation=2)))
-    good_pod = PodView(
-        after.driver_pod or "",
-        after.epoch,
-        PodPhase.RUNNING,
-        "n1",
-        running_since=NOW,
-    )
+    after = rolled_back()
+    good_pod = driver_of(after, PodPhase.RUNNING, running_since=NOW)
     later = NOW + timedelta(seconds=30)
     steady = decide(observed(after, (good_pod,), spec=BAD, generation=2, now=later))
     assert not [a for a in steady.actions if isinstance(a, (StopPod, CreatePod))]
@@ -142,16 +146,8 @@ def test_without_rollback_or_a_good_spec_the_pipeline_fails() -> None:
 
 
 def test_the_good_spec_failing_too_ends_failed_not_in_a_loop() -> None:
-    status, pod = failing(failures=GOOD.restart.max_failures - 1)
-    rolled = written(decide(observed(status, (pod,), spec=BAD, generation=2)))
-    crashed = PodView(
-        rolled.driver_pod or "",
-        rolled.epoch,
-        PodPhase.FAILED,
-        "n1",
-        exit_code=int(ExitCode.CLEAN_STOP) + 1,
-        finished_at=NOW,
-    )
+    rolled = rolled_back()
+    crashed = driver_of(rolled, PodPhase.FAILED, exit_code=1, finished_at=NOW)
     last = replace(rolled, failures=GOOD.restart.max_failures - 1)
     final = written(decide(observed(last, (crashed,), spec=BAD, generation=2)))
     assert final.phase is Phase.FAILED
