@@ -83,6 +83,18 @@ class Rollback(_Model):
     )
 
 
+class AppliedOffsetReset(_Model):
+    """The last spec.offsetReset a driver applied (or found applied) before committing."""
+
+    id: str = Field(description="spec.offsetReset.id of the reset.")
+    to: str = Field(description="spec.offsetReset.to of the reset.")
+    epoch: int = Field(ge=0, description="Epoch of the driver that committed after it.")
+    time: str = Field(
+        description="When the operator saw that driver commit.",
+        json_schema_extra={"format": "date-time"},
+    )
+
+
 class Condition(_Model):
     """An observation of one aspect of the pipeline (Ready, Fenced, ...)."""
 
@@ -161,6 +173,9 @@ class PipelineStatus(_Model):
     )
     rolled_back: Rollback | None = Field(
         default=None, description="The failed upgrade the pipeline rolled back from, if any."
+    )
+    offset_reset: AppliedOffsetReset | None = Field(
+        default=None, description="The last offset reset in effect (spec.offsetReset)."
     )
     conditions: list[Condition] | None = Field(
         default=None, description="Current conditions of the pipeline, one per type."

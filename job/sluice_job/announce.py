@@ -46,5 +46,8 @@ class AnnouncingStore:
         phase("commit", batch.batch_id)
         return self.inner.commit(batch, started_at)
 
+    def reset(self, batch: Batch, reset_id: str, record: str) -> None:
+        self.inner.reset(batch, reset_id, record)
+
     def release(self) -> bool:
         return self.inner.release()

@@ -12,6 +12,8 @@ from it. Every write to that row is a lightweight transaction (Paxos):
   outputs keyed by batch id are identical whoever writes them;
 * ``commit`` applies only if owner, epoch and the previous batch id still match,
   so a driver whose claim was taken over can never commit again (it is *fenced*);
+* ``reset`` moves the positions for an offset reset (``reset``), fenced like a
+  commit, once per reset id;
 * ``release`` marks a clean stop.
 
 An LWT is never retried after a timeout: a retried compare-and-set can apply twice.
@@ -119,6 +121,8 @@ class Checkpoint:
     version: int = 0
     """The write version of batch ``batch_id`` (0 before versions were stored): the
     next batch's version is greater (``write_order``)."""
+    resets: frozenset[str] = frozenset()
+    """Ids of the offset resets applied to the pipeline (``reset``)."""
 
 
 @dataclass
@@ -135,6 +139,7 @@ class CheckpointStore:
     _committed: Batch | None = None
     """The last batch this driver committed (its LWT applied)."""
     _statements: dict[str, PreparedStatement] = field(default_factory=dict)
+    _applied_resets: frozenset[str] = frozenset()
 
     # -- schema ----------------------------------------------------------------
 
@@ -205,6 +210,7 @@ class CheckpointStore:
         if checkpoint.owner != self.owner:
             raise FencedError(f"pipeline {self.pipeline} was claimed by a newer epoch")
         self._epoch, self._batch_id = epoch, checkpoint.batch_id
+        self._applied_resets = checkpoint.resets
         self.session.execute(
             self._statements["claim_log"],
             (self.pipeline, epoch, self.owner, self.code_version, checkpoint.batch_id, now),
@@ -281,6 +287,44 @@ class CheckpointStore:
             lost=json.dumps(offsets.ranges_json(lost)) if lost else None,
         )
 
+    def reset(self, batch: Batch, reset_id: str, record: str) -> None:
+        """Move the positions as an offset reset asks: ``batch`` follows the last
+        committed batch, reads nothing and commits the new positions; ``record`` (JSON:
+        what was asked, by whom, the move) goes to its history row. Fenced like a
+        commit; a planned batch is dropped. Safe to call again after an outage."""
+        if reset_id in self._applied_resets:
+            return
+        epoch = self._require_next(batch)
+        now = _now()
+        params = (
+            batch.batch_id,
+            json.dumps(offsets.to_json(batch.positions)),
+            self.code_version,
+            now,
+            now,
+            batch.version,
+            record,
+            {reset_id},
+            self.pipeline,
+            self.owner,
+            epoch,
+            self._batch_id,
+        )
+        try:
+            applied = self._lwt("reset", params).was_applied
+        except UNCERTAIN:
+            applied = False
+        if not applied:  # maybe an earlier attempt of this driver applied it unseen
+            current = self.load(serial=True)
+            applied = current.owner == self.owner and reset_id in current.resets
+        if not applied:
+            self._raise_lost_ownership(batch.batch_id)
+        self._batch_id, self._committed = batch.batch_id, batch
+        self._applied_resets = self._applied_resets | {reset_id}
+        self._record(
+            batch.batch_id, epoch, self.owner, self.code_version, "{}", 0, now, reset=record
+        )
+
     def release(self) -> bool:
         """Mark a clean stop; ``False`` if a newer epoch took over meanwhile."""
         epoch = self._require_claim()
@@ -310,6 +354,7 @@ class CheckpointStore:
                 else None
             ),
             version=row.write_version or 0,
+            resets=frozenset(row.applied_resets or ()),
         )
 
     def history(self, limit: int = 1000) -> list[Any]:
@@ -341,6 +386,7 @@ class CheckpointStore:
         started_at: datetime,
         committed_at: datetime | None = None,
         lost: str | None = None,
+        reset: str | None = None,
     ) -> None:
         self.session.execute(
             self._statements["history_insert"],
@@ -355,6 +401,7 @@ class CheckpointStore:
                 started_at,
                 committed_at or _now(),
                 lost,
+                reset,
                 self.history_ttl,
             ),
         )
@@ -377,6 +424,7 @@ class CheckpointStore:
             row.last_records or 0,
             row.last_started_at,
             row.updated_at,
+            reset=row.last_reset,
         )
 
     def _require_next(self, batch: Batch) -> int:
@@ -415,6 +463,11 @@ def schema_statements(ks: str) -> list[str]:
         f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS lost text",
         # The last committed batch's write version (rows made before versions).
         f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS write_version bigint",
+        # Offset resets: the ids applied, the last one's record (for its history row),
+        # and the reset column of the history (tables made before resets).
+        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS applied_resets set<text>",
+        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS last_reset text",
+        f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS reset text",
         f"""CREATE TABLE IF NOT EXISTS {ks}.claims (
             pipeline text, epoch bigint, owner uuid, code_version text,
             batch_id_at_claim bigint, claimed_at timestamp,
@@ -423,7 +476,7 @@ def schema_statements(ks: str) -> list[str]:
 
 
 LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
-    planned, write_version FROM {ks}.checkpoints WHERE pipeline = ?"""
+    planned, write_version, applied_resets FROM {ks}.checkpoints WHERE pipeline = ?"""
 
 
 def statements(ks: str) -> dict[str, str]:
@@ -437,7 +490,12 @@ def statements(ks: str) -> dict[str, str]:
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
             updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
-            write_version = ?, planned_id = null, planned = null
+            write_version = ?, planned_id = null, planned = null, last_reset = null
+            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
+        "reset": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
+            updated_at = ?, last_ranges = '{{}}', last_records = 0, last_started_at = ?,
+            write_version = ?, planned_id = null, planned = null, last_reset = ?,
+            applied_resets = applied_resets + ?
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "release": f"""UPDATE {ks}.checkpoints SET released = true, updated_at = ?
             WHERE pipeline = ? IF owner = ? AND epoch = ?""",
@@ -446,11 +504,11 @@ def statements(ks: str) -> dict[str, str]:
         "claim_log": f"""INSERT INTO {ks}.claims (pipeline, epoch, owner, code_version,
             batch_id_at_claim, claimed_at) VALUES (?, ?, ?, ?, ?, ?)""",
         "history_insert": f"""INSERT INTO {ks}.batches (pipeline, batch_id, epoch, owner,
-            code_version, ranges, records, started_at, committed_at, lost) VALUES
-            (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
+            code_version, ranges, records, started_at, committed_at, lost, reset) VALUES
+            (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
         "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
         "last_batch": f"""SELECT batch_id, epoch, owner, code_version, updated_at, last_ranges,
-            last_records, last_started_at FROM {ks}.checkpoints WHERE pipeline = ?""",
+            last_records, last_started_at, last_reset FROM {ks}.checkpoints WHERE pipeline = ?""",
     }
 
 

@@ -20,7 +20,7 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
 from sluice_api.termination import write as write_termination
-from sluice_job import deadletter, logs, metrics, offsets, outages, spark, transform
+from sluice_job import deadletter, logs, metrics, offsets, outages, reset, spark, transform
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import (
@@ -52,6 +52,7 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         transform.EntrypointError,
         transform.NondeterministicTransformError,
         KeyspaceMissingError,
+        reset.ResetError,
     ) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
@@ -131,6 +132,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             batch_timeout=spec.trigger.batch_timeout_seconds,
             on_timeout=lambda batch_id, seconds: _timed_out(cfg, progress, batch_id, seconds),
             initial_cap=spec.source.kafka.backpressure.initial_records_per_partition,
+            offset_reset=spec.offset_reset,
         )
         runner.run()
     finally:

@@ -26,11 +26,16 @@ class Store(Protocol):
         """Commit ``batch``; returns the seconds its LWT took."""
         ...
 
+    def reset(self, batch: Batch, reset_id: str, record: str) -> None: ...
     def release(self) -> bool: ...
 
 
 class WatermarkSource(Protocol):
     def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]: ...
+    def at_time(self, topics: Sequence[str], millis: int) -> dict[TopicPartition, int | None]:
+        """Per partition, the first offset whose record time is at or after ``millis``;
+        ``None`` where no record is that recent."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The micro-batch loop (docs/design.md): plan -> write -> commit, one batch at a time.
 
-    claim(epoch) -> recover a planned batch, if any -> loop:
+    claim(epoch) -> apply an offset reset, if asked -> recover a planned batch -> loop:
         plan (pure) -> write the plan ahead -> read, transform, write -> commit
     on stop: finish the batch in flight, commit, release
 
@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from sluice_api.spec import OnOffsetOutOfRange
-from sluice_job import announce, logs, offsets, outages, write_order
+from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
+from sluice_job import announce, logs, offsets, outages, reset, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, log_fields
-from sluice_job.checkpoint import Batch, FencedError
+from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
 from sluice_job.ports import (
@@ -98,6 +98,8 @@ class Runner:
     """Seconds one attempt of a batch may take before ``on_timeout`` is called."""
     on_timeout: Callable[[int, float], None] | None = None
     """Called from a timer thread with the batch id and the timeout; ends the driver."""
+    offset_reset: OffsetReset | None = None
+    """``spec.offsetReset``: applied after the claim unless the checkpoint has its id."""
     _estimate: Estimate = field(init=False)
     _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
     _warmed_up: bool = field(init=False, default=False)
@@ -123,6 +125,10 @@ class Runner:
             batch_id=checkpoint.batch_id,
             offsets=offsets.to_json(checkpoint.positions),
         )
+        if self.offset_reset is not None and self.offset_reset.id not in checkpoint.resets:
+            request = self.offset_reset
+            self._retrying("offset reset", lambda: self._reset(request, checkpoint))
+            checkpoint = dataclasses.replace(checkpoint, planned=None)
         pending = self._retrying("recover", lambda: self._recoverable(checkpoint.planned))
         next_start, idle = time.monotonic(), IDLE_FIRST
         while not self.stop.is_set():
@@ -246,6 +252,34 @@ class Runner:
                 cap_before=before,
                 cap=self._estimate.cap,
             )
+
+    def _reset(self, request: OffsetReset, checkpoint: Checkpoint) -> None:
+        """Move the positions as ``request`` asks, as a batch of its own (``reset``)."""
+        self._marks = self.watermarks.fetch(self.topics)
+        at_time = (
+            self.watermarks.at_time(self.topics, request.epoch_millis())
+            if request.to is ResetTo.TIMESTAMP
+            else None
+        )
+        before = dict(self.progress.positions)
+        after = reset.targets(request, before, self._marks, at_time)
+        applied = reset.AppliedReset(request, before, after)
+        batch = Batch(self.progress.batch_id + 1, (), after, self._version())
+        self._store.reset(batch, request.id, applied.history_json())
+        self._advance(batch)
+        logs.event(
+            "offset reset",
+            reset_id=request.id,
+            to=request.to.value,
+            requested_by=request.requested_by,
+            reason=request.reason,
+            batch_id=batch.batch_id,
+            dropped_planned=checkpoint.planned.batch_id if checkpoint.planned else None,
+            offsets_before=offsets.to_json(before),
+            offsets=offsets.to_json(after),
+        )
+        self.observer.committed(Committed(batch, None, 0.0, 0.0))
+        self.observer.lag(self._marks, self.progress.positions)
 
     def _recoverable(self, planned: Batch | None) -> Batch | None:
         """A batch planned by a previous driver and never committed is re-executed as

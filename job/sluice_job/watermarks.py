@@ -50,6 +50,11 @@ class WatermarkReader:
         stable = self._list(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         return {tp: Watermarks(low[tp], stable[tp]) for tp in tps}
 
+    def at_time(self, topics: Sequence[str], millis: int) -> dict[TopicPartition, int | None]:
+        tps = self.partitions(topics)
+        found = self._list(tps, OffsetSpec.for_timestamp(millis))
+        return {tp: (offset if offset >= 0 else None) for tp, offset in found.items()}
+
     def _list(self, tps: Sequence[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in tps}
         futures = self._admin.list_offsets(

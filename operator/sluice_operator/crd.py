@@ -231,6 +231,24 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "sized to a fraction of the interval",
             field_path=".trigger.intervalSeconds",
         ),
+        Rule(
+            "!has(self.offsetReset) || !has(self.offsetReset.offsets)"
+            " || self.offsetReset.offsets.all(o, o.topic in self.source.kafka.topics)",
+            "offsetReset.offsets names a topic not in source.kafka.topics",
+            field_path=".offsetReset.offsets",
+        ),
+    ),
+    "spec.offsetReset": (
+        Rule(
+            "(self.to == 'Timestamp') == has(self.timestamp)",
+            "offsetReset.timestamp is set exactly when offsetReset.to is Timestamp",
+            field_path=".timestamp",
+        ),
+        Rule(
+            "(self.to == 'Offsets') == (has(self.offsets) && size(self.offsets) > 0)",
+            "offsetReset.offsets is set exactly when offsetReset.to is Offsets",
+            field_path=".offsets",
+        ),
     ),
     "spec.image": (Rule("!self.matches(r'\\s')", "image must not contain whitespace"),),
     "spec.sink": (
@@ -299,6 +317,7 @@ SET_LISTS: Final = (
 # Lists of objects keyed by a field: the API server rejects two items with one key.
 MAP_LISTS: Final[Mapping[str, tuple[str, ...]]] = {
     "spec.transform.optionsFrom": ("option",),
+    "spec.offsetReset.offsets": ("topic", "partition"),
 }
 
 SPEC_DESCRIPTION: Final = (

@@ -315,6 +315,8 @@ def _steady(
     actions += told
     status, told = reports.with_resets(status, pod, obs)
     actions += told
+    status, told = reports.with_offset_reset(status, pod, obs)
+    actions += told
     stable = pod.running_since is not None and (
         (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
     )

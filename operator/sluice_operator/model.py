@@ -7,6 +7,7 @@ that unit tests exercise with hand-made values.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -95,6 +96,16 @@ class GoodSpec:
 
 
 @dataclass(frozen=True)
+class AppliedReset:
+    """The last offset reset in effect (``status.offsetReset``)."""
+
+    id: str
+    to: str
+    epoch: int
+    time: str
+
+
+@dataclass(frozen=True)
 class Rollback:
     """A failed upgrade rolled back (``status.rolledBack``)."""
 
@@ -126,6 +137,7 @@ class Status:
     conditions: tuple[Mapping[str, Any], ...] = ()
     last_good: GoodSpec | None = None
     rolled_back: Rollback | None = None
+    offset_reset: AppliedReset | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
@@ -150,6 +162,7 @@ class Status:
             conditions=tuple(raw.get("conditions", ())),
             last_good=_good(raw.get("lastGoodSpec")),
             rolled_back=_rollback(raw.get("rolledBack")),
+            offset_reset=_applied_reset(raw.get("offsetReset")),
         )
 
     def to_patch(self) -> dict[str, Any]:
@@ -192,6 +205,7 @@ class Status:
                 if self.rolled_back
                 else None
             ),
+            "offsetReset": dataclasses.asdict(self.offset_reset) if self.offset_reset else None,
         }
 
 
@@ -199,6 +213,12 @@ def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
     if not raw:
         return None
     return GoodSpec(str(raw["specHash"]), str(raw["image"]), str(raw["spec"]))
+
+
+def _applied_reset(raw: Mapping[str, Any] | None) -> AppliedReset | None:
+    if not raw:
+        return None
+    return AppliedReset(str(raw["id"]), str(raw["to"]), int(raw["epoch"]), str(raw["time"]))
 
 
 def _rollback(raw: Mapping[str, Any] | None) -> Rollback | None:

@@ -1,7 +1,7 @@
 """What the running driver reports about itself (its ``/metrics``, read by
 ``progress``), folded into the status: its last commit, its lag, the dependencies it
 waits for, records lost to retention, partitions read again after a recreated topic,
-and its spec becoming the last good one. Reports of another epoch's driver are
+X Reports of another epoch's driver are
 ignored; each returns the status unchanged when there is nothing new to say."""
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from typing import Final
 from sluice_operator import changes
 from sluice_operator.actions import Emit
 from sluice_operator.conditions import set_condition
-from sluice_operator.model import GoodSpec, Lag, LastCommit, Observed, PodView, Status
+from sluice_operator.model import (
+    AppliedReset,
+    GoodSpec,
+    Lag,
+    LastCommit,
+    Observed,
+    PodView,
+    Status,
+)
 
 
 def with_progress(status: Status, pod: PodView, obs: Observed, interval: float) -> Status:
@@ -145,3 +153,26 @@ def with_good(status: Status, pod: PodView, obs: Observed) -> Status:
         return status  # the driver runs an older spec: it is about to be replaced
     view = json.dumps(changes.driver_view(obs.spec), sort_keys=True)
     return replace(status, last_good=GoodSpec(status.spec_hash, status.image or "", view))
+
+
+def with_offset_reset(status: Status, pod: PodView, obs: Observed) -> tuple[Status, list[Emit]]:
+    """``status.offsetReset`` and an ``OffsetReset`` Event once a driver of the spec
+    that asks for a reset commits: the driver applies the reset (or finds it applied)
+    right after its claim, before anything else, and reports it as a commit."""
+    report, spec = obs.progress, obs.spec
+    if spec is None or spec.offset_reset is None or report is None or report.epoch != pod.epoch:
+        return status, []
+    if report.batch_id is None or report.committed_at is None:
+        return status, []
+    asked = spec.offset_reset
+    if status.offset_reset is not None and status.offset_reset.id == asked.id:
+        return status, []
+    if changes.spec_hash(spec) != status.spec_hash:
+        return status, []  # the driver runs an older spec: it is about to be replaced
+    applied = AppliedReset(asked.id, asked.to.value, pod.epoch, report.committed_at.isoformat())
+    where = f" {asked.timestamp}" if asked.timestamp else ""
+    who = f" requested by {asked.requested_by}" if asked.requested_by else ""
+    why = f": {asked.reason}" if asked.reason else ""
+    message = f"offset reset {asked.id} to {asked.to.value}{where} in effect under epoch "
+    message += f"{pod.epoch}{who}{why}"
+    return replace(status, offset_reset=applied), [Emit("Normal", "OffsetReset", message)]

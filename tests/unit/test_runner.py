@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
+from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, StartingOffsets
 from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
@@ -29,6 +30,7 @@ class FakeStore:
     committed: list[Batch] = field(default_factory=list)
     released: bool = False
     fence_at_commit: int | None = None
+    resets: list[tuple[Batch, str, dict[str, object]]] = field(default_factory=list)
 
     def claim(self, epoch: int) -> Checkpoint:
         return self.checkpoint
@@ -42,6 +44,9 @@ class FakeStore:
         self.committed.append(batch)
         return 0.001
 
+    def reset(self, batch: Batch, reset_id: str, record: str) -> None:
+        self.resets.append((batch, reset_id, json.loads(record)))
+
     def release(self) -> bool:
         self.released = True
         return True
@@ -50,9 +55,13 @@ class FakeStore:
 @dataclass
 class FakeWatermarks:
     marks: dict[TopicPartition, Watermarks]
+    times: dict[int, dict[TopicPartition, int | None]] = field(default_factory=dict)
 
     def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]:
         return dict(self.marks)
+
+    def at_time(self, topics: Sequence[str], millis: int) -> dict[TopicPartition, int | None]:
+        return dict(self.times[millis])
 
 
 @dataclass
@@ -384,3 +393,50 @@ def test_a_recovered_batch_keeps_its_version_and_one_planned_before_versions_get
     loop.run()
     assert [b.version for b in store.committed] == [1_800_000_000_000, 1_800_000_000_001]
     assert store.committed[0].ranges == legacy.ranges
+
+
+def test_an_offset_reset_to_a_timestamp_moves_the_positions_once_under_the_claim() -> None:
+    """Issue 15 item 3: a replay from a time is a batch of its own (no ranges, the new
+    positions, a newer write version), recorded with who and why; a batch planned by
+    the previous driver is dropped, and reading goes on from the new positions."""
+    marks = {TP0: Watermarks(0, 40), TP1: Watermarks(5, 20)}
+    planned = Batch(8, (OffsetRange(TP0, 30, 35),), {TP0: 35, TP1: 20}, version=1_000)
+    store = FakeStore(Checkpoint(7, {TP0: 30, TP1: 20}, 1, None, "v1", False, planned, 999))
+    loop = runner(store, marks, cap=100)
+    request = OffsetReset.model_validate(
+        {
+            "id": "replay-1",
+            "to": "Timestamp",
+            "timestamp": "2026-11-24T10:00:00Z",
+            "reason": "bad deploy",
+            "requestedBy": "alice",
+        }
+    )
+    assert isinstance(loop.watermarks, FakeWatermarks)
+    loop.watermarks.times[request.epoch_millis()] = {TP0: 12, TP1: None}
+    loop.offset_reset = request
+    loop.run()
+    [(moved, reset_id, record)] = store.resets
+    assert (moved.batch_id, moved.ranges, moved.positions) == (8, (), {TP0: 12, TP1: 20})
+    assert moved.version > 999
+    assert reset_id == "replay-1"
+    assert record["requestedBy"] == "alice"
+    assert record["reason"] == "bad deploy"
+    assert record["from"] == {"t": {"0": 30, "1": 20}}
+    assert record["positions"] == {"t": {"0": 12, "1": 20}}
+    assert planned not in store.committed
+    assert store.committed[0].batch_id == 9
+    assert store.committed[0].ranges == (OffsetRange(TP0, 12, 40),)
+    assert store.committed[0].version > moved.version
+
+
+def test_an_offset_reset_already_applied_is_not_applied_again() -> None:
+    marks = {TP0: Watermarks(0, 10)}
+    checkpoint = Checkpoint(3, {TP0: 10}, 1, None, "v1", False, resets=frozenset({"r1"}))
+    store = FakeStore(checkpoint)
+    loop = runner(store, marks)
+    loop.offset_reset = OffsetReset.model_validate({"id": "r1", "to": "Earliest"})
+    loop.stop.set()
+    loop.run()
+    assert store.resets == []
+    assert loop.progress.positions == {TP0: 10}

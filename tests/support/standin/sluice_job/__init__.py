@@ -6,5 +6,7 @@ the image here), so ``python -m sluice_job`` starts it instead of the real drive
 Behaviour comes from ``spec.transform.options.standin``:
 
 * ``exitCode`` (with ``afterSeconds``, default 1): exit with that code by itself;
-* otherwise run until SIGTERM, then write ``{"reason": "Stopped", ...}`` and exit 0.
+* otherwise run until SIGTERM, then write ``{"reason": "Stopped", ...}`` and exit 0;
+* ``metrics: true``: serve the series the operator reads (epoch, last committed batch
+  and its time: one pretend commit per second) on ``SLUICE_METRICS_PORT``.
 """

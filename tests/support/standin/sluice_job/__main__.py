@@ -31,7 +31,35 @@ def leave(code: int, reason: str, message: str) -> None:
     sys.exit(code)
 
 
+def serve_metrics() -> None:
+    """The series the operator reads from a driver, one pretend commit per second."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    label = f'pipeline="{os.environ["SLUICE_NAMESPACE"]}/{os.environ["SLUICE_PIPELINE"]}"'
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            batches = int(time.monotonic() - started)
+            lines = [f"sluice_epoch{{{label}}} {epoch}"]
+            if batches:
+                lines.append(f"sluice_last_committed_batch_id{{{label}}} {batches}")
+                lines.append(f"sluice_last_commit_timestamp_seconds{{{label}}} {time.time()}")
+            body = ("\n".join(lines) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("", int(os.environ["SLUICE_METRICS_PORT"])), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
+if options.get("metrics"):
+    serve_metrics()
 print(json.dumps({"event": "started", "epoch": epoch, "image": config.get("image")}), flush=True)
 if "exitCode" in options:
     stop.wait(float(options.get("afterSeconds", 1)))
