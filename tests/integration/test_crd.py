@@ -376,6 +376,41 @@ INVALID = {
         "spec.deadLetter.kafka.topic",
         "rejected records would be read again",
     ),
+    "reset-timestamp-missing": Invalid(
+        changed("offsetReset", {"id": "r1", "to": "Timestamp"}),
+        "spec.offsetReset.timestamp",
+        "offsetReset.timestamp is set exactly when offsetReset.to is Timestamp",
+    ),
+    "reset-timestamp-format": Invalid(
+        changed("offsetReset", {"id": "r1", "to": "Timestamp", "timestamp": "yesterday"}),
+        "spec.offsetReset.timestamp",
+        "date-time",
+    ),
+    "reset-offsets-missing": Invalid(
+        changed("offsetReset", {"id": "r1", "to": "Offsets"}),
+        "spec.offsetReset.offsets",
+        "offsetReset.offsets is set exactly when offsetReset.to is Offsets",
+    ),
+    "reset-unknown-topic": Invalid(
+        changed(
+            "offsetReset",
+            {"id": "r1", "to": "Offsets", "offsets": [{"topic": "x", "partition": 0, "offset": 1}]},
+        ),
+        "spec.offsetReset.offsets",
+        "offsetReset.offsets names a topic not in source.kafka.topics",
+    ),
+    "reset-partition-twice": Invalid(
+        changed(
+            "offsetReset",
+            {
+                "id": "r1",
+                "to": "Offsets",
+                "offsets": [{"topic": "ui-events", "partition": 0, "offset": o} for o in (1, 2)],
+            },
+        ),
+        "spec.offsetReset.offsets[1]",
+        "Duplicate value",
+    ),
     "unknown-field": Invalid({**EXAMPLE, "sourc": {}}, "spec.sourc", 'unknown field "spec.sourc"'),
     "pipeline-name": Invalid(
         EXAMPLE,

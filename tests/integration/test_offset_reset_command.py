@@ -61,10 +61,12 @@ def test_a_reset_from_the_command_line_takes_effect_under_the_next_epoch(
     assert (asked["to"], asked["timestamp"]) == ("Timestamp", "2026-11-24T10:00:00Z")
     assert found["status"]["offsetReset"]["id"] == "replay-1"
     assert found["status"]["epoch"] == 2
-    [old, new] = pipeline.pods()
-    assert old.status.phase == "Succeeded", "the driver before the reset stopped cleanly"
-    assert new.status.phase == "Running"
+    assert found["status"]["restarts"] == 0, "the driver before it stopped cleanly (exit 0)"
+    (live,) = pipeline.live_pods()
+    assert live.metadata.name == "kpis-driver-2"
     events = pipeline.core.list_namespaced_event(pipeline.namespace).items
+    assert "Upgrading" in {e.reason for e in events}
+    assert "DriverFailed" not in {e.reason for e in events}
     [told] = [e for e in events if e.reason == "OffsetReset"]
     assert told.message.startswith("offset reset replay-1 to Timestamp 2026-11-24T10:00:00Z")
     assert told.involved_object.uid == found["metadata"]["uid"]
