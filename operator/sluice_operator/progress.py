@@ -9,17 +9,20 @@ operator reading the checkpoint row, would give it Cassandra credentials and a
 Cassandra client; the driver needs no Kubernetes credentials either way.
 
 :func:`parse` is pure; :func:`scrape` is the one HTTP GET. A scrape that fails
-(driver starting, network) gives ``None``: the status keeps what it had. Answers
+(driver starting, network; or a driver that redirects, answers too much or too
+slowly: it runs a tenant's image, and is read with a size cap and one deadline)
+gives ``None``: the status keeps what it had. Answers
 from another epoch's driver are ignored by the caller (a zombie on the same address
 during a failover on a shared host).
 """
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import http.client
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,6 +30,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sluice_api import metrics as names
 
 TIMEOUT_SECONDS: Final = 1.0
+"""For the whole scrape: connecting, asking and reading the body."""
+MAX_BYTES: Final = 4 * 1024 * 1024
+"""A driver's exposition is a few kilobytes per partition; past this it is refused."""
+CHUNK: Final = 64 * 1024
 BATCH: Final = names.LAST_COMMITTED_BATCH
 COMMITTED_AT: Final = names.LAST_COMMIT_TIMESTAMP
 EPOCH: Final = names.EPOCH
@@ -128,13 +135,53 @@ def scrape(
     host: str, port: int, pipeline: str, timeout: float = TIMEOUT_SECONDS
 ) -> DriverProgress | None:
     """GET ``http://host:port/metrics`` and parse it; ``None`` on any failure."""
-    url = f"http://{host}:{port}/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            text = response.read().decode("utf-8", errors="replace")
-    except (OSError, urllib.error.URLError, ValueError):
+    text = fetch(host, port, timeout)
+    if text is None:
         return None
     try:
         return parse(text, pipeline)
     except ValueError:
         return None
+
+
+def fetch(host: str, port: int, timeout: float, limit: int = MAX_BYTES) -> str | None:
+    """The body of ``GET /metrics``, read with distrust: the driver runs a tenant's
+    image, and one operator serves every pipeline. One deadline for the whole exchange
+    (a server trickling a byte at a time cannot hold a reconcile thread longer), at
+    most ``limit`` bytes, no redirect followed, anything but 200 refused; ``None`` then."""
+    deadline = time.monotonic() + timeout
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", "/metrics", headers={"Accept": "text/plain"})
+        _restrict(connection, deadline)
+        response = connection.getresponse()
+        if response.status != HTTPStatus.OK:
+            return None
+        declared = response.getheader("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            _restrict(connection, deadline)
+            chunk = response.read1(CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", errors="replace")
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        connection.close()
+
+
+def _restrict(connection: http.client.HTTPConnection, deadline: float) -> None:
+    """The next socket operation may take what is left of the deadline, no more."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the driver's /metrics took longer than the deadline")
+    if connection.sock is not None:
+        connection.sock.settimeout(left)

@@ -185,7 +185,7 @@ def test_probes_use_healthz_so_standbys_are_ready(render: Render) -> None:
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
 
 
-def test_the_pod_is_hardened_and_resources_are_left_to_the_user(render: Render) -> None:
+def test_the_pod_is_hardened_and_its_memory_bounded(render: Render) -> None:
     pod = one(render(), "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -198,7 +198,8 @@ def test_the_pod_is_hardened_and_resources_are_left_to_the_user(render: Render) 
         "capabilities": {"drop": ["ALL"]},
     }
     assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
-    assert container["resources"] == {}
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+    assert container["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi"}
 
 
 def test_a_digest_pins_the_image(render: Render) -> None:
