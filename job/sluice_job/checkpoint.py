@@ -31,7 +31,7 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -221,14 +221,7 @@ class CheckpointStore:
         """Write ahead the ranges of the next batch, before reading them."""
         epoch = self._require_next(batch)
         params = (batch.batch_id, batch.to_json(), self.pipeline, self.owner, epoch, self._batch_id)
-        try:
-            applied = self._lwt("plan", params).was_applied
-        except UNCERTAIN:
-            applied = False
-        if not applied:  # maybe an earlier attempt of this driver applied it unseen
-            current = self.load(serial=True)
-            applied = current.owner == self.owner and current.planned == batch
-        if not applied:
+        if not self._fenced("plan", params, lambda current: current.planned == batch):
             self._raise_lost_ownership(batch.batch_id)
 
     def commit(self, batch: Batch, started_at: datetime) -> float:
@@ -258,13 +251,7 @@ class CheckpointStore:
             epoch,
             self._batch_id,
         )
-        try:
-            applied = self._lwt("commit", params).was_applied
-        except UNCERTAIN:
-            applied = False
-        if not applied:  # maybe an earlier attempt of this driver applied it unseen
-            current = self.load(serial=True)
-            applied = current.owner == self.owner and current.batch_id == batch.batch_id
+        applied = self._fenced("commit", params, lambda c: c.batch_id == batch.batch_id)
         lwt = time.perf_counter() - started
         self.commit_seconds.append(lwt)
         if not applied:
@@ -310,14 +297,7 @@ class CheckpointStore:
             epoch,
             self._batch_id,
         )
-        try:
-            applied = self._lwt("reset", params).was_applied
-        except UNCERTAIN:
-            applied = False
-        if not applied:  # maybe an earlier attempt of this driver applied it unseen
-            current = self.load(serial=True)
-            applied = current.owner == self.owner and reset_id in current.resets
-        if not applied:
+        if not self._fenced("reset", params, lambda current: reset_id in current.resets):
             self._raise_lost_ownership(batch.batch_id)
         self._batch_id, self._committed = batch.batch_id, batch
         self._applied_resets = self._applied_resets | {reset_id}
@@ -436,6 +416,20 @@ class CheckpointStore:
         if self._epoch is None:
             raise CheckpointError("claim() must succeed before commit() or release()")
         return self._epoch
+
+    def _fenced(
+        self, name: str, params: Sequence[object], landed: Callable[[Checkpoint], bool]
+    ) -> bool:
+        """Run the LWT ``name``; whether it applied. An LWT is never retried: when its
+        outcome is uncertain, or it did not apply, a serial read tells whether an
+        earlier attempt of this driver applied it unseen (``landed``)."""
+        try:
+            if self._lwt(name, params).was_applied:
+                return True
+        except UNCERTAIN:
+            pass
+        current = self.load(serial=True)
+        return current.owner == self.owner and landed(current)
 
     def _lwt(self, name: str, params: Sequence[object]) -> Any:
         return self.session.execute(self._statements[name], params)

@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 BEFORE, AFTER = 40, 30  # records produced before and after the replay's time
 
 
-def cells(session: Any, keyspace: str) -> dict[str, tuple[str, int]]:
-    rows = session.execute(f"SELECT event_id, tag, WRITETIME(tag) AS w FROM {keyspace}.events")
-    return {row.event_id: (row.tag, int(row.w)) for row in rows}
-
-
 def next_millisecond() -> int:
     """A time no record produced so far carries: the clock has moved past it."""
     mark = int(time.time() * 1000) + 1
@@ -57,7 +52,7 @@ def test_a_replay_from_a_time_rewrites_what_came_after_it_once_recorded_who_and_
 
     first = driver.start(spec(**common, options={"tag": "v1"}), epoch=1)
     drain_and_stop(first, cassandra, events_table, pipeline_id, ends)
-    old = cells(cassandra, events_table)
+    old = state.tagged_cells(cassandra, events_table)
     assert len(old) == BEFORE + AFTER
     last_batch = state.checkpoint_row(cassandra, events_table, pipeline_id).batch_id
 
@@ -68,13 +63,13 @@ def test_a_replay_from_a_time_rewrites_what_came_after_it_once_recorded_who_and_
     second = driver.start(replay, epoch=2)
 
     def replayed() -> bool:
-        tags = [tag for tag, _ in cells(cassandra, events_table).values()]
+        tags = [tag for tag, _ in state.tagged_cells(cassandra, events_table).values()]
         return tags.count("v2") == AFTER
 
     wait_for(replayed, timeout=300, what="the records after the replay's time rewritten by v2")
     drain_and_stop(second, cassandra, events_table, pipeline_id, ends)
 
-    new = cells(cassandra, events_table)
+    new = state.tagged_cells(cassandra, events_table)
     rewritten = {key for key, (tag, _) in new.items() if tag == "v2"}
     assert len(rewritten) == AFTER, "exactly the records since the time were replayed"
     assert {tag for key, (tag, _) in new.items() if key not in rewritten} == {"v1"}
@@ -104,4 +99,4 @@ def test_a_replay_from_a_time_rewrites_what_came_after_it_once_recorded_who_and_
         moved
     ]
     assert state.committed(cassandra, events_table, pipeline_id) == ends
-    assert cells(cassandra, events_table) == new, "nothing read again"
+    assert state.tagged_cells(cassandra, events_table) == new, "nothing read again"

@@ -36,12 +36,6 @@ def reset(session: Any, keyspace: str, pipeline_id: str) -> None:
         session.execute(f"DELETE FROM {keyspace}.{table} WHERE pipeline = %s", (pipeline_id,))
 
 
-def cells(session: Any, keyspace: str) -> dict[str, tuple[str, int]]:
-    """Each row's tag and the write time of that cell, by event id."""
-    rows = session.execute(f"SELECT event_id, tag, WRITETIME(tag) AS w FROM {keyspace}.events")
-    return {row.event_id: (row.tag, int(row.w)) for row in rows}
-
-
 def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_rows(
     kafka_bootstrap: str,
     kafka_topic: Any,
@@ -65,14 +59,14 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
         drain_and_stop(started, cassandra, events_table, pipeline_id, ends)
 
     run(driver, "v1", SMALL)
-    old = cells(cassandra, events_table)
+    old = state.tagged_cells(cassandra, events_table)
     assert len(old) == RECORDS
     assert {tag for tag, _ in old.values()} == {"v1"}
 
     reset(cassandra, events_table, f"{driver.namespace}/{driver.pipeline}")
     run(driver, "v2", 10_000)
     assert [b["batch_id"] for b in driver.runs[-1].batches() if b["records"]] == [1]
-    after_reset = cells(cassandra, events_table)
+    after_reset = state.tagged_cells(cassandra, events_table)
     assert {tag for tag, _ in after_reset.values()} == {"v2"}, "every key takes the new value"
     assert min(w for _, w in after_reset.values()) > max(w for _, w in old.values())
 
@@ -82,7 +76,7 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
         run(other, "v3", 10_000)
     finally:
         other.stop_all()
-    from_other = cells(cassandra, events_table)
+    from_other = state.tagged_cells(cassandra, events_table)
     assert {tag for tag, _ in from_other.values()} == {"v3"}, "the second pipeline's writes win"
     assert min(w for _, w in from_other.values()) > max(w for _, w in after_reset.values())
 

@@ -108,3 +108,9 @@ def group_offsets(bootstrap: str, group: str) -> dict[int, int]:
     request = [ConsumerGroupTopicPartitions(group)]
     result = admin.list_consumer_group_offsets(request)[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def tagged_cells(session: Any, keyspace: str) -> dict[str, tuple[str, int]]:
+    """Each row of the tagged events table: its tag and that cell's write time."""
+    rows = session.execute(f"SELECT event_id, tag, WRITETIME(tag) AS w FROM {keyspace}.events")
+    return {row.event_id: (row.tag, int(row.w)) for row in rows}
