@@ -387,12 +387,81 @@ class Driver(Resources):
     )
 
 
+SPARK_CONF_KEYS: Final = frozenset(
+    {
+        "spark.default.parallelism",
+        "spark.driver.maxResultSize",
+        "spark.executor.heartbeatInterval",
+        "spark.executor.memoryOverhead",
+        "spark.io.compression.codec",
+        "spark.kryoserializer.buffer.max",
+        "spark.locality.wait",
+        "spark.memory.fraction",
+        "spark.memory.offHeap.enabled",
+        "spark.memory.offHeap.size",
+        "spark.memory.storageFraction",
+        "spark.network.timeout",
+        "spark.python.worker.memory",
+        "spark.python.worker.reuse",
+        "spark.rdd.compress",
+        "spark.reducer.maxSizeInFlight",
+        "spark.shuffle.compress",
+        "spark.shuffle.file.buffer",
+        "spark.sql.autoBroadcastJoinThreshold",
+        "spark.sql.files.maxPartitionBytes",
+        "spark.sql.session.timeZone",
+        "spark.sql.shuffle.partitions",
+        "spark.sql.ui.retainedExecutions",
+        "spark.task.maxFailures",
+        "spark.ui.enabled",
+        "spark.ui.retainedJobs",
+        "spark.ui.retainedStages",
+        "spark.ui.showConsoleProgress",
+    }
+)
+"""Spark settings a pipeline may set: memory, parallelism, shuffle, compression, SQL
+tuning, timeouts, the UI. Everything else (the master, identity and service accounts,
+pods, volumes and secrets, jars, packages, plugins, extensions, listeners, JVM
+options) is the operator's alone: a tenant who may create a pipeline must not gain
+a ServiceAccount, a host path or code from elsewhere through it."""
+SPARK_CONF_PREFIXES: Final = (
+    "spark.sql.adaptive.",
+    "spark.sql.execution.arrow.",
+    "spark.sql.inMemoryColumnarStorage.",
+)
+"""Families of tuning settings (adaptive execution, Arrow batches, the columnar cache)."""
+SPARK_CONF_MAX: Final = 64
+
+
+def spark_conf_allowed(key: str) -> bool:
+    return key in SPARK_CONF_KEYS or key.startswith(SPARK_CONF_PREFIXES)
+
+
 class Spark(Model):
     driver: Driver = Field(
         default_factory=Driver, description="Driver pod resources and placement."
     )
     executors: Executors = Field(default_factory=Executors, description="Executor resources.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
+    conf: dict[str, Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict,
+        max_length=SPARK_CONF_MAX,
+        description=(
+            "Spark settings to tune (docs/tuning.md lists those a pipeline may set: memory, "
+            "parallelism, shuffle, compression, SQL tuning, timeouts, the UI; the master, "
+            "identity, pods, volumes, jars, plugins and JVM options are the operator's)."
+        ),
+    )
+
+    @field_validator("conf")
+    @classmethod
+    def only_tuning(cls, value: dict[str, str]) -> dict[str, str]:
+        refused = sorted(key for key in value if not spark_conf_allowed(key))
+        if refused:
+            raise ValueError(
+                f"spark.conf: {', '.join(refused)} may not be set by a pipeline (the "
+                "operator's alone); allowed: the settings docs/tuning.md lists"
+            )
+        return value
 
 
 class Upgrade(Model):

@@ -3,6 +3,8 @@
 A micro-batch is a few short Spark jobs every few seconds, not one long job, so
 Spark's defaults (tuned for big batch jobs) cost latency. Each default below can be
 overridden by ``spec.spark.conf``; docs/tuning.md explains them with measurements.
+``spec.spark.conf`` takes tuning settings only (``sluice_api.spec.SPARK_CONF_KEYS``),
+and the operator's Kubernetes settings are applied after it.
 
 * ``spark.locality.wait=0s``: a task runs on the first free core. Waiting (3 s by
   default) for a core local to the data costs more than reading a few megabytes
@@ -74,8 +76,8 @@ def spark_conf(
     jars = env.get("SLUICE_SPARK_JARS")
     if jars:
         conf["spark.jars"] = jars
-    conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))
-    conf.update(spec.spark.conf)
+    conf.update(spec.spark.conf)  # tuning only: the spec model refuses the rest
+    conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))  # the operator's, last
     return conf
 
 

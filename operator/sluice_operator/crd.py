@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
-from sluice_api.spec import DATACENTER, PipelineSpec
+from sluice_api.spec import DATACENTER, SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
 from sluice_api.status import PipelineStatus
 from sluice_operator import naming
 
@@ -268,8 +268,14 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
     "spec.spark.conf": (
         Rule(
-            "self.all(key, key.startsWith('spark.'))",
-            "every spark.conf key starts with 'spark.' (Spark ignores other keys)",
+            "self.all(key, key in ["
+            + ", ".join(f"'{key}'" for key in sorted(SPARK_CONF_KEYS))
+            + "] || "
+            + " || ".join(f"key.startsWith('{prefix}')" for prefix in SPARK_CONF_PREFIXES)
+            + ")",
+            "spark.conf may set only the tuning settings docs/tuning.md lists (memory, "
+            "parallelism, shuffle, compression, SQL tuning, timeouts, the UI); the master, "
+            "identity, pods, volumes, jars, plugins and JVM options are the operator's",
         ),
     ),
     "spec.checkpoint.cassandra": (

@@ -295,10 +295,49 @@ INVALID = {
         "should be greater than or equal to 0",
     ),
     "spark-conf-key": Invalid(
-        changed("spark.conf", {"sql.shuffle.partitions": "4"}),
+        changed("spark.conf", {"sql.shuffle.partitions": "x"}),
         "spec.spark.conf",
-        "starts with 'spark.'",
-        model_rejects=False,
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-master": Invalid(
+        changed("spark.conf", {"spark.master": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-service-account": Invalid(
+        changed("spark.conf", {"spark.kubernetes.authenticate.driver.serviceAccountName": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-secret": Invalid(
+        changed("spark.conf", {"spark.kubernetes.driver.secrets.db-password": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-host-path": Invalid(
+        changed("spark.conf", {"spark.kubernetes.executor.volumes.hostPath.root.mount.path": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-jars": Invalid(
+        changed("spark.conf", {"spark.jars.packages": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-plugins": Invalid(
+        changed("spark.conf", {"spark.plugins": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-java-options": Invalid(
+        changed("spark.conf", {"spark.driver.extraJavaOptions": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-extensions": Invalid(
+        changed("spark.conf", {"spark.sql.extensions": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
     ),
     "two-sinks": Invalid(
         TWO_SINKS, "spec.sink", "set exactly one of sink.cassandra or sink.datastore"

@@ -158,7 +158,9 @@ def test_model_bounds_enums_and_patterns_are_carried_over() -> None:
     assert spec_field(f"{kafka}.onOffsetOutOfRange")["enum"] == ["fail", "earliest"]
     assert spec_field("transform.entrypoint")["pattern"] == r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
     assert spec_field("transform.options")["x-kubernetes-preserve-unknown-fields"] is True
-    assert spec_field("spark.conf")["additionalProperties"] == {"type": "string"}
+    conf = spec_field("spark.conf")
+    assert conf["additionalProperties"] == {"type": "string", "maxLength": 1024}
+    assert conf["maxProperties"] == 64
     assert openapi()["properties"]["spec"]["required"] == [
         "image",
         "source",

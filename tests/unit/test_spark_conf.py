@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
+from sluice_dev.paths import REPO_ROOT
 from sluice_job.spark import spark_conf
 
 pytestmark = pytest.mark.unit
@@ -32,17 +34,51 @@ def test_local_defaults_suit_micro_batches() -> None:
     assert conf["spark.pyspark.python"] == "/usr/bin/python3"
 
 
-def test_operator_settings_apply_and_the_users_conf_wins() -> None:
+def test_the_users_tuning_wins_over_the_defaults_and_the_operators_settings_over_all() -> None:
     env = {
         "SLUICE_SPARK_MASTER": "k8s://https://kubernetes.default.svc:443",
         "SLUICE_SPARK_CONF": json.dumps(
-            {"spark.kubernetes.driver.pod.name": "p-driver-4", "spark.locality.wait": "0s"}
+            {"spark.kubernetes.driver.pod.name": "p-driver-4", "spark.network.timeout": "60s"}
         ),
     }
-    conf = spark_conf(SPEC, env, "app", "python")
+    spec = PipelineSpec.model_validate(
+        {
+            **SPEC.model_dump(by_alias=True),
+            "spark": {"conf": {"spark.locality.wait": "1s", "spark.network.timeout": "1s"}},
+        }
+    )
+    conf = spark_conf(spec, env, "app", "python")
     assert conf["spark.kubernetes.driver.pod.name"] == "p-driver-4"
     assert conf["spark.locality.wait"] == "1s"
+    assert conf["spark.network.timeout"] == "60s"
     assert conf["spark.master"].startswith("k8s://")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.master",
+        "spark.kubernetes.authenticate.driver.serviceAccountName",
+        "spark.kubernetes.driver.secrets.db",
+        "spark.kubernetes.executor.volumes.hostPath.root.mount.path",
+        "spark.jars",
+        "spark.jars.packages",
+        "spark.plugins",
+        "spark.driver.extraJavaOptions",
+        "spark.executor.extraJavaOptions",
+        "spark.sql.extensions",
+        "spark.sql.catalog.evil",
+        "spark.sql.queryExecutionListeners",
+    ],
+)
+def test_a_setting_that_is_the_operators_is_refused_naming_it(key: str) -> None:
+    """Issue 22, item 1: the user's map was applied last and any ``spark.`` key was
+    accepted, so a manifest could pick the master, a ServiceAccount, Secrets, host
+    paths, jars or plugins."""
+    with pytest.raises(ValidationError, match=f"spark.conf: {key} may not be set"):
+        PipelineSpec.model_validate(
+            {**SPEC.model_dump(by_alias=True), "spark": {"conf": {key: "x"}}}
+        )
 
 
 def with_spark(**spark: Any) -> PipelineSpec:
@@ -76,3 +112,12 @@ def test_executors_are_sized_on_a_cluster() -> None:
     assert conf["spark.executor.instances"] == "3"
     assert conf["spark.executor.cores"] == "4"
     assert conf["spark.executor.memory"] == "3g"
+
+
+def test_the_tuning_page_lists_every_setting_a_pipeline_may_set() -> None:
+    page = (REPO_ROOT / "docs" / "tuning.md").read_text()
+    listed = page[page.index("## What `spec.spark.conf` may set") :]
+    for key in SPARK_CONF_KEYS:
+        assert f"`{key}`" in listed
+    for prefix in SPARK_CONF_PREFIXES:
+        assert f"`{prefix}*`" in listed
