@@ -25,22 +25,32 @@ def committed(session: Any, keyspace: str, pipeline_id: str) -> dict[int, int]:
 
 def checkpoint_row(session: Any, keyspace: str, pipeline_id: str) -> Any:
     """The checkpoint row, or ``None`` before the driver created its tables or row."""
-    try:
-        return session.execute(
-            f"SELECT * FROM {keyspace}.checkpoints WHERE pipeline = %s", (pipeline_id,)
-        ).one()
-    except InvalidRequest:
-        return None
-    except ServerError as err:  # the table is being created right now
-        if "Unknown CF" in str(err):
-            return None
-        raise
+    rows = _while_created(
+        session, f"SELECT * FROM {keyspace}.checkpoints WHERE pipeline = %s", (pipeline_id,)
+    )
+    return rows[0] if rows else None
 
 
 def history(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
-    """Batch history rows, oldest first."""
-    rows = session.execute(f"SELECT * FROM {keyspace}.batches WHERE pipeline = %s", (pipeline_id,))
+    """Batch history rows, oldest first; none before the driver created the table."""
+    rows = _while_created(
+        session, f"SELECT * FROM {keyspace}.batches WHERE pipeline = %s", (pipeline_id,)
+    )
     return sorted(rows, key=lambda r: r.batch_id)
+
+
+def _while_created(session: Any, query: str, params: tuple[Any, ...]) -> list[Any]:
+    """The rows of a checkpoint table that a starting driver may be creating (or
+    altering) while a test polls it: none while the table does not exist yet, or while
+    Cassandra answers ``Unknown CF`` for a table whose schema change is under way."""
+    try:
+        return list(session.execute(query, params))
+    except InvalidRequest:
+        return []
+    except ServerError as err:
+        if "Unknown CF" in str(err):
+            return []
+        raise
 
 
 def claims(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
