@@ -78,9 +78,11 @@ demo: provision
 soak: provision
 	$(BIN)/sluice-dev soak --events 500000 --faults 21
 
-# The benchmark (bench/): Sluice's loop against Spark Structured Streaming on the local
-# Kafka and Cassandra, left running afterwards. Results in bench/results/. Options as
-# flags, e.g. `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
+# The benchmark (bench/): Sluice's loop against Spark Structured Streaming and a
+# standalone client's ceiling on the local Kafka and Cassandra, left running afterwards.
+# Three whole runs by default (BENCH_RUNS / --runs; --smoke: one), their medians in
+# bench/results/<stamp>-summary.{json,md,png}. Options as flags, e.g.
+# `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
 bench: provision
 	$(BIN)/sluice-dev up kafka cassandra
 	$(BIN)/python -m bench $(BENCH_ARGS)

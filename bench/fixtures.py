@@ -1,5 +1,6 @@
 """What the benchmark needs from the local stack: servers up, Spark's Kafka jars,
-fresh topics and a fresh keyspace with one sink table per contender and phase.
+fresh topics and a fresh keyspace with one sink table per contender and phase (and
+one for the ceiling), and a quiet Cassandra before each timed phase.
 
 Servers already up are reused and never stopped (other runs share the stack's
 ports); servers that are down are started and left running, like
@@ -36,6 +37,8 @@ EVENTS_TABLE: Final = """CREATE TABLE {keyspace}.{table} (event_id text PRIMARY 
     seq bigint, page text, action text, user_id text, event_time timestamp,
     source_topic text, source_partition int, source_offset bigint)"""
 """The target table of ``sluice_job.examples.events`` (see its docstring)."""
+BACKLOG_SEED: Final = 7
+"""The ``EventFactory`` seed of the throughput phase's backlog (and the ceiling's rows)."""
 
 Say = Callable[[str], None]
 
@@ -130,6 +133,28 @@ def create_keyspace(session: Session, keyspace: str, tables: Sequence[str]) -> N
 
 def drop_keyspace(session: Session, keyspace: str) -> None:
     session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+
+
+BUSY_POOLS: Final = ("CompactionExecutor", "MemtableFlushWriter", "MemtablePostFlush")
+"""Cassandra's thread pools whose work competes with the writes being timed."""
+
+
+def quiesce(session: Session, timeout: float) -> float:
+    """Waits (at most ``timeout`` seconds) until Cassandra has no flush or compaction
+    running or pending (``system_views.thread_pools``), so a timed phase does not pay
+    for the writes of the one before; returns the seconds waited."""
+    began = time.monotonic()
+    query = "SELECT active_tasks, pending_tasks FROM system_views.thread_pools WHERE name = %s"
+    while time.monotonic() - began < timeout:
+        busy = 0
+        for pool in BUSY_POOLS:
+            row: Any = session.execute(query, (pool,), timeout=30).one()
+            if row is not None:
+                busy += int(row.active_tasks) + int(row.pending_tasks)
+        if not busy:
+            break
+        time.sleep(1.0)
+    return time.monotonic() - began
 
 
 COUNT_SLICES = 64

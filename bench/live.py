@@ -121,6 +121,8 @@ class Produced:
     events: int
     probes: int
     seconds: float
+    ended: float = 0.0
+    """When the last event was handed to the producer (epoch seconds)."""
 
     @property
     def rate(self) -> float:
@@ -151,6 +153,6 @@ def produce_paced(
         sent = due
         producer.poll(0)
         time.sleep(0.002)
-    elapsed = time.monotonic() - began
+    elapsed, ended = time.monotonic() - began, time.time()
     deliveries.confirm(producer)
-    return Produced(sent, probes, elapsed)
+    return Produced(sent, probes, elapsed, ended)

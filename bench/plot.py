@@ -1,6 +1,9 @@
-"""The PNG: distributions (empirical CDFs) of end-to-end latency and of the per-batch
-checkpoint cost of both contenders, drawn from the results document's samples.
-matplotlib runs headless (Agg); it is the benchmark's only extra dependency."""
+"""The PNG: distributions (empirical CDFs) of end-to-end latency (per latency phase:
+solid at the target rate, dashed at the sustainable one) and of the per-batch
+checkpoint cost of both contenders, drawn from a run's results document. A phase a
+contender did not sustain is drawn thin and labelled so: its samples are not a
+latency. matplotlib runs headless (Agg); it is the benchmark's only extra
+dependency."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders import System
+from bench.run import PHASES, TARGET
 
 COLORS = {System.SLUICE: "tab:blue", System.STRUCTURED: "tab:orange"}
 CHECKPOINT = {System.SLUICE: "plan + commit LWTs", System.STRUCTURED: "walCommit + commitOffsets"}
@@ -37,9 +41,20 @@ def draw(doc: Mapping[str, Any], path: Path) -> Path:
     for system in System:
         found = doc["samples"][system.value]
         color = COLORS[system]
-        if found["latency_ms"]:
+        for phase in PHASES:
+            values = found["latency_ms"].get(phase)
+            if not values:
+                continue
+            figures = doc["systems"][system.value]["latency"][phase]
+            label = f"{system.display}, {figures['rate']:,.0f}/s"
+            kept = figures["sustained"]
             latency.step(
-                *ecdf(found["latency_ms"]), where="post", color=color, label=system.display
+                *ecdf(values),
+                where="post",
+                color=color,
+                linestyle="-" if phase == TARGET else "--",
+                linewidth=1.5 if kept else 0.6,
+                label=label if kept else f"{label}: NOT SUSTAINED",
             )
         if found["checkpoint_ms"]:
             checkpoint.step(
@@ -55,7 +70,7 @@ def draw(doc: Mapping[str, Any], path: Path) -> Path:
             )
     p = doc["parameters"]
     latency.set(
-        title=f"End-to-end latency ({p['rate']:,.0f} events/s, {p['trigger_seconds']:g} s trigger)",
+        title=f"End-to-end latency ({p['trigger_seconds']:g} s trigger)",
         xlabel="produce to row visible in Cassandra (ms)",
         ylabel="fraction of probes",
     )

@@ -1,8 +1,13 @@
-"""Running the benchmark: the stack, the data, then each phase for each contender.
+"""Running the benchmark once: the stack, the data, each phase for each contender,
+then the ceiling.
 
 Contenders run one at a time, in ``settings.order``, each in a fresh process:
-throughput first (the backlog topic, shared), then latency (a fresh topic each).
-Every contender writes its own sink table, so rows and visibility never mix.
+throughput first (the backlog topic, shared), then latency at each rate of
+``bench.pacing`` (a fresh topic per rate and contender), then the ceiling
+(``bench.ceiling``) on its own. Every contender and phase writes its own sink table,
+so rows and visibility never mix. Before each timed phase Cassandra is let finish
+its flushes and compactions (``fixtures.quiesce``). A run uses fresh topics and a
+fresh keyspace, deleted at its end: runs of ``--runs`` never share data.
 """
 
 from __future__ import annotations
@@ -17,22 +22,29 @@ from pathlib import Path
 
 from cassandra.cluster import Session
 
-from bench import fixtures
+from bench import ceiling, fixtures, pacing
 from bench.batches import BatchRecord
+from bench.ceiling import CeilingRun
 from bench.contenders import Contender, System, Target, child_env, start
-from bench.fixtures import BOOTSTRAP, CONTACT, Names, Topics
+from bench.fixtures import BACKLOG_SEED, BOOTSTRAP, CONTACT, Names, Topics
 from bench.live import Pace, Poller, Produced, produce_paced
+from bench.pacing import Pacing
 from bench.settings import Settings
+from bench.stats import window
 from sluice_dev.events import EventFactory
 from sluice_dev.paths import Layout
 from sluice_dev.produce import produce
 
 Say = Callable[[str], None]
 START_TIMEOUT = 300.0
-BACKLOG_SEED = 7
 PRIME_START = 1_000_000_000
 """Sequence numbers of priming events: far from the paced ones, so ids never clash."""
 LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12}
+SUSTAINABLE = "sustainable"
+TARGET = "target"
+PHASES = (SUSTAINABLE, TARGET)
+"""The latency phases, by rate: see ``bench.pacing``."""
+QUIESCE_TIMEOUT = 120.0
 
 
 @dataclass
@@ -53,6 +65,7 @@ class LatencyRun:
     poll_rounds: int
     poll_errors: int
     poll_seconds: float
+    pacing: Pacing
 
 
 @dataclass
@@ -61,7 +74,26 @@ class Outcome:
     logs: Path
     backlog_seconds: float = 0.0
     throughput: dict[System, ThroughputRun] = field(default_factory=dict)
-    latency: dict[System, LatencyRun] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+    """The latency phases that ran (``PHASES``) and their rates."""
+    latency: dict[str, dict[System, LatencyRun]] = field(default_factory=dict)
+    ceiling: CeilingRun | None = None
+
+
+def latency_rates(settings: Settings, throughput: dict[System, ThroughputRun]) -> dict[str, float]:
+    """The latency phases to run and their rates (``bench.pacing``)."""
+    figures = [records_per_second(throughput.get(system)) for system in settings.order]
+    share = pacing.sustainable_rate(figures, settings.sustained_share, settings.rate)
+    rates = {SUSTAINABLE: share} if share is not None else {}
+    return {**rates, TARGET: settings.rate}
+
+
+def records_per_second(run: ThroughputRun | None) -> float | None:
+    """The backlog's records/s of a throughput run (whole window)."""
+    if run is None:
+        return None
+    whole = window([b.span for b in run.batches])
+    return whole.records_per_second if whole else None
 
 
 @dataclass
@@ -109,7 +141,13 @@ class Bench:
         self.say(f"backlog: {s.events:,} events on {topic} in {self.outcome.backlog_seconds:.1f}s")
         return topic
 
+    def quiesce(self) -> None:
+        waited = fixtures.quiesce(self.session, QUIESCE_TIMEOUT)
+        if waited > 1.0:
+            self.say(f"  waited {waited:.0f}s for Cassandra's flushes and compactions")
+
     def throughput(self, system: System, topic: str) -> ThroughputRun:
+        self.quiesce()
         table = f"backlog_{system.value}"
         contender = self.start(system, self.target(topic, table, 0.0), "backlog")
         with _stopped_on_exit(contender):
@@ -131,21 +169,33 @@ class Bench:
         )
         return run
 
-    def latency(self, system: System) -> LatencyRun:
+    def latency(self, system: System, phase: str, rate: float) -> LatencyRun:
         s = self.settings
-        topic = self.topics.create(self.outcome.names.topic(f"live-{system.value}"), s.partitions)
-        table = f"live_{system.value}"
-        contender = self.start(system, self.target(topic, table, s.trigger_seconds), "live")
+        self.quiesce()
+        role = f"live-{phase}-{system.value}"
+        topic = self.topics.create(self.outcome.names.topic(role), s.partitions)
+        table = live_table(phase, system)
+        target = self.target(topic, table, s.trigger_seconds)
+        contender = self.start(system, target, f"live-{phase}")
         with _stopped_on_exit(contender):
             contender.wait(lambda c: c.ready, START_TIMEOUT, "start")
-            self._prime(system, topic, contender)
+            primed = self._prime(system, topic, contender, rate)
             poller = Poller(self.session, self.keyspace, table, s.poll_interval)
             poller.start()
             try:
-                produced = self._produce_live(system, topic, poller, contender)
+                produced = self._produce_live(system, topic, poller, contender, rate)
                 _drain(poller, contender, s.drain_timeout)
             finally:
                 poller.stop()
+        paced = pacing.pacing(
+            contender.batches,
+            produced=primed + produced.events,
+            produce_ended=produced.ended,
+            rate=rate,
+            trigger_seconds=s.trigger_seconds,
+            behind_triggers=s.behind_triggers,
+            probes_missing=poller.waiting,
+        )
         run = LatencyRun(
             contender.batches,
             list(poller.latencies),
@@ -154,28 +204,45 @@ class Bench:
             poller.rounds,
             poller.errors,
             poller.seconds,
+            paced,
         )
+        verdict = "kept pace" if paced.sustained else f"NOT SUSTAINED ({paced.why_not})"
         self.say(
             f"{system.display}: {produced.events:,} events at {produced.rate:,.0f}/s, "
-            f"{len(run.latencies):,} probes seen, {run.missing} missing"
+            f"{len(run.latencies):,} probes seen, {run.missing} missing, "
+            f"{paced.lag_seconds:.1f}s behind at the end of producing: {verdict}"
         )
         return run
 
-    def _prime(self, system: System, topic: str, contender: Contender) -> None:
+    def _prime(self, system: System, topic: str, contender: Contender, rate: float) -> int:
         """One trigger's worth of events, processed before anything is produced at
         pace: a fresh process's first batch starts the Python workers and opens their
-        Cassandra sessions, which is start-up, not latency."""
-        s = self.settings
-        count = max(1, int(s.rate * max(1.0, s.trigger_seconds)))
+        Cassandra sessions, which is start-up, not latency. Returns the count."""
+        count = max(1, int(rate * max(1.0, self.settings.trigger_seconds)))
         factory = EventFactory(LIVE_SEEDS[system])
         produce(BOOTSTRAP, topic, count, start=PRIME_START, factory=factory)
         contender.wait(lambda c: c.records >= count, START_TIMEOUT, "priming batch")
+        return count
+
+    def ceiling(self) -> CeilingRun:
+        self.quiesce()
+        s = self.settings
+        return ceiling.measure(
+            self.session,
+            CONTACT,
+            self.keyspace,
+            s.ceiling_plan(),
+            topic=self.outcome.names.topic("backlog"),
+            partitions=s.partitions,
+            verify=s.verify,
+            say=self.say,
+        )
 
     def _produce_live(
-        self, system: System, topic: str, poller: Poller, contender: Contender
+        self, system: System, topic: str, poller: Poller, contender: Contender, rate: float
     ) -> Produced:
         s = self.settings
-        pace = Pace(s.rate, s.latency_seconds, s.warmup_seconds, s.sample_every)
+        pace = Pace(rate, s.latency_seconds, s.warmup_seconds, s.sample_every)
         factory = EventFactory(LIVE_SEEDS[system])
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(produce_paced, BOOTSTRAP, topic, pace, factory, poller.watch)
@@ -183,6 +250,10 @@ class Bench:
                 contender.poll()
                 time.sleep(0.5)
             return future.result()
+
+
+def live_table(phase: str, system: System) -> str:
+    return f"live_{phase}_{system.value}"
 
 
 @contextmanager
@@ -210,7 +281,11 @@ def run(settings: Settings, say: Say) -> Outcome:
     jars = fixtures.ensure_stack(Layout.from_env(), say)
     outcome = Outcome(names, logs)
     topics = Topics(BOOTSTRAP)
-    tables = [f"{phase}_{s.value}" for phase in ("backlog", "live") for s in System]
+    tables = [
+        *(f"backlog_{s.value}" for s in System),
+        *(live_table(phase, s) for phase in PHASES for s in System),
+        ceiling.TABLE,
+    ]
     with fixtures.cassandra_session(CONTACT) as session:
         fixtures.create_keyspace(session, names.keyspace, tables)
         bench = Bench(settings, session, topics, child_env(jars, {}), outcome, say)
@@ -219,9 +294,20 @@ def run(settings: Settings, say: Say) -> Outcome:
             for system in settings.order:
                 say(f"throughput: {system.display} draining the backlog")
                 outcome.throughput[system] = bench.throughput(system, backlog)
-            for system in settings.order:
-                say(f"latency: {system.display} at {settings.rate:,.0f} events/s")
-                outcome.latency[system] = bench.latency(system)
+            outcome.rates = latency_rates(settings, outcome.throughput)
+            if SUSTAINABLE not in outcome.rates:
+                say(
+                    f"latency: no sustainable phase ({settings.sustained_share:g} of the "
+                    f"slower backlog rate is not below {settings.rate:,.0f} events/s)"
+                )
+            for phase, rate in outcome.rates.items():
+                for system in settings.order:
+                    say(f"latency ({phase}): {system.display} at {rate:,.0f} events/s")
+                    outcome.latency.setdefault(phase, {})[system] = bench.latency(
+                        system, phase, rate
+                    )
+            say(f"ceiling: a standalone client writes {settings.ceiling_plan().rows:,} rows")
+            outcome.ceiling = bench.ceiling()
         finally:
             if not settings.keep:
                 fixtures.drop_keyspace(session, names.keyspace)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from bench.ceiling import Plan
 from bench.contenders import System
 from sluice_dev.paths import REPO_ROOT
 
@@ -27,6 +28,14 @@ class Settings:
     """Records per partition per batch: Sluice's ``maxRecordsPerPartition``; the
     baseline's ``maxOffsetsPerTrigger`` is ``cap * partitions``."""
     rate: float = 5_000.0
+    """Events/s of the latency phase at the issue's target rate (reported per
+    contender as not sustained when it fell behind)."""
+    sustained_share: float = 0.7
+    """The other latency phase runs at this share of the slower contender's backlog
+    records/s, rounded down to two significant digits (``bench.pacing``)."""
+    behind_triggers: float = 5.0
+    """A contender fell behind when, as the last event is produced, the events not
+    yet in a finished batch exceed this many trigger intervals' worth."""
     latency_seconds: float = 60.0
     warmup_seconds: float = 10.0
     trigger_seconds: float = 1.0
@@ -34,12 +43,30 @@ class Settings:
     poll_interval: float = 0.05
     order: tuple[System, ...] = (System.STRUCTURED, System.SLUICE)
     driver_memory: str = "2g"
-    run_timeout: float = 900.0
+    run_timeout: float = 1800.0
+    """The baseline's per-row writer drained 1,100-1,900 records/s in smoke runs on a
+    busy 2-CPU machine: a million records can take 15 minutes."""
     drain_timeout: float = 60.0
+    ceiling_rows: int = 0
+    """Rows the ceiling writes; 0: ``events``."""
+    ceiling_processes: int = 0
+    """Processes of the ceiling; 0: the CPU count."""
+    ceiling_concurrency: int = 64
+    ceiling_batch_rows: int = 50
+    ceiling_batch_bytes: int = 5_000
+    runs: int = 3
     verify: bool = True
     keep: bool = False
     label: str = "full"
     results: Path = RESULTS
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"runs must be at least 1, not {self.runs}")
+        if not 0.0 < self.sustained_share <= 1.0:
+            raise ValueError(f"sustained share must be in (0, 1], not {self.sustained_share}")
+        if self.behind_triggers <= 0:
+            raise ValueError(f"behind triggers must be positive, not {self.behind_triggers}")
 
     def public(self) -> dict[str, Any]:
         """The parameters as plain JSON values (for the results file)."""
@@ -48,13 +75,24 @@ class Settings:
         values["results"] = str(self.results)
         return values
 
+    def ceiling_plan(self) -> Plan:
+        return Plan(
+            rows=self.ceiling_rows or self.events,
+            processes=self.ceiling_processes or os.cpu_count() or 1,
+            concurrency=self.ceiling_concurrency,
+            batch_rows=self.ceiling_batch_rows,
+            batch_bytes=self.ceiling_batch_bytes,
+        )
+
 
 SMOKE: Final[dict[str, Any]] = {
     "events": 100_000,
     "cap": 5_000,
-    "latency_seconds": 30.0,
+    "latency_seconds": 15.0,
     "warmup_seconds": 5.0,
     "run_timeout": 600.0,
+    "ceiling_rows": 50_000,
+    "runs": 1,
     "label": "smoke",
 }
 
@@ -62,7 +100,11 @@ FLAGS: Final = {
     "events": "backlog size (events) of the throughput phase",
     "partitions": "partitions of every topic",
     "cap": "records per partition per batch (both systems)",
-    "rate": "events/s produced in the latency phase",
+    "runs": "whole runs (fresh topics and keyspace each); the summary holds their medians",
+    "rate": "events/s of the latency phase at the target rate",
+    "sustained_share": "the other latency phase's rate: this share of the slower backlog rate",
+    "behind_triggers": "fell behind: unprocessed events at the end of producing > this many "
+    "trigger intervals' worth",
     "latency_seconds": "measured seconds of the latency phase (after warm-up)",
     "warmup_seconds": "seconds produced before probes start",
     "trigger_seconds": "micro-batch interval of the latency phase",
@@ -71,6 +113,11 @@ FLAGS: Final = {
     "driver_memory": "spark.driver.memory of both contenders",
     "run_timeout": "seconds a contender may take to drain the backlog",
     "drain_timeout": "seconds to wait for the last probes after producing",
+    "ceiling_rows": "rows the ceiling writes (0: --events)",
+    "ceiling_processes": "client processes of the ceiling (0: the CPU count)",
+    "ceiling_concurrency": "requests in flight per ceiling process",
+    "ceiling_batch_rows": "rows per unlogged batch of the ceiling",
+    "ceiling_batch_bytes": "bytes of serialized values per batch of the ceiling",
     "label": "label of the results (full, smoke, ...)",
 }
 
@@ -112,4 +159,7 @@ def from_args(argv: Sequence[str] | None, env: Mapping[str, str] = os.environ) -
         values["results"] = Path(args.results or env["BENCH_RESULTS"])
     values["verify"] = not (args.no_verify or env.get("BENCH_NO_VERIFY"))
     values["keep"] = bool(args.keep or env.get("BENCH_KEEP"))
-    return dataclasses.replace(base, **values)
+    try:
+        return dataclasses.replace(base, **values)
+    except ValueError as err:
+        parser().error(str(err))

@@ -8,8 +8,10 @@ and builds the idiomatic Structured Streaming job for it:
   ``maxOffsetsPerTrigger`` = the per-partition cap times the partitions,
   ``failOnDataLoss`` and ``includeHeaders`` as Sluice's batch read sets them;
 * ``foreachBatch``: the spec's transform (``sluice_job.transform.apply``) and its
-  output written by the same ``CassandraSink`` (``write_rows`` per partition), with
-  the write version of batch ``id + 1`` (the sink's timestamps, as Sluice's);
+  output written by the writer a user writes (``bench.baseline_writer``: per
+  partition, one prepared INSERT per row, 64 in flight, not Sluice's sink), every cell
+  ``USING TIMESTAMP`` the write version of the batch's start on the wall clock, as
+  Sluice's driver versions its batches;
 * ``checkpointLocation`` on local disk; trigger every ``trigger.intervalSeconds``
   (0: as fast as possible).
 
@@ -45,10 +47,10 @@ from pyspark.sql.streaming.listener import (
 )
 from pyspark.sql.streaming.query import StreamingQuery
 
+from bench import baseline_writer
 from sluice_api.spec import PipelineSpec
 from sluice_job import spark, transform
 from sluice_job.reader import BATCH_ID_COLUMN
-from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget
 from sluice_job.write_order import next_version, write_version
 
 EPOCH = 1
@@ -95,25 +97,24 @@ def stream(session: SparkSession, spec: PipelineSpec, max_offsets: int) -> DataF
     )
 
 
-def sink(spec: PipelineSpec) -> CassandraSink:
+def destination(spec: PipelineSpec) -> baseline_writer.Destination:
     target = spec.sink.cassandra
     if target is None:
         raise ValueError("the benchmark's spec must have sink.cassandra")
-    return CassandraSink(
-        CassandraTarget(tuple(target.contact_points), target.keyspace, target.table, None)
-    )
+    return baseline_writer.Destination(tuple(target.contact_points), target.keyspace, target.table)
 
 
 def start(session: SparkSession, config: Mapping[str, Any]) -> StreamingQuery:
     spec = PipelineSpec.model_validate(config["spec"])
     function = transform.load(spec.transform.entrypoint)
     options = spec.transform.options
-    writer = sink(spec)
+    target = destination(spec)
 
     def write_batch(frame: DataFrame, batch_id: int) -> None:
         records = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))
         result = transform.apply(function, records, options)
-        writer.write(result.output, write_version(next_version(0, time.time()), EPOCH))
+        version = write_version(next_version(0, time.time()), EPOCH)
+        baseline_writer.write(result.output, target, version)
 
     query = (
         stream(session, spec, int(config["max_offsets_per_trigger"]))

@@ -7,19 +7,23 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench import report
+from bench import baseline_writer, markdown, report, summary
 from bench.batches import BatchRecord, from_sluice, from_structured
+from bench.ceiling import CeilingRun, Plan, Written, bounded_groups, row_values, shares
 from bench.contenders import System, Target, pipeline_spec
 from bench.fixtures import Names
 from bench.live import Produced
+from bench.pacing import Pacing, pacing, round_down, sustainable_rate
 from bench.processes import JsonLines
-from bench.run import LatencyRun, Outcome, ThroughputRun
+from bench.run import SUSTAINABLE, TARGET, LatencyRun, Outcome, ThroughputRun, latency_rates
 from bench.settings import Settings, from_args
 from bench.stats import Span, Summary, percentile, window
 from sluice_api.spec import PipelineSpec
+from sluice_dev.events import EventFactory, normalised_page
 
 pytestmark = pytest.mark.unit
 
@@ -132,54 +136,282 @@ def _batch(start: float, records: int, checkpoint: dict[str, float]) -> BatchRec
     return BatchRecord(start, start + 1.0, records, checkpoint, {"batch": 1.0})
 
 
-def outcome() -> Outcome:
+def _latency(latencies: list[float], rate: float, lag: int, missing: int = 0) -> LatencyRun:
+    """A latency phase that ended ``lag`` events behind (allowance: 5 s' worth)."""
+    paced = Pacing(rate, 10_000, 10_000 - lag, 5 * rate, missing)
+    return LatencyRun([], latencies, Produced(100, 3, 1.0), missing, 10, 0, 1.0, paced)
+
+
+def outcome(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> Outcome:
+    """Sluice drains 1,000 records in 2 s, Structured Streaming in 4 s; the ceiling
+    writes 1,000 rows in 1 s; at the target rate Structured Streaming ends
+    ``structured_lag`` events behind."""
     result = Outcome(Names("20261122T050000Z", "run"), Path("/tmp/logs"), backlog_seconds=3.0)
     sluice = {"commit": 0.004, "plan": 0.005}
     structured = {"walCommit": 0.02, "commitOffsets": 0.015}
+    per_batch = int(sluice_rate)
     result.throughput = {
-        System.SLUICE: ThroughputRun([_batch(t, 500, sluice) for t in (0, 1)], 30.0, 1000),
+        System.SLUICE: ThroughputRun([_batch(t, per_batch, sluice) for t in (0, 1)], 30.0, 1000),
         System.STRUCTURED: ThroughputRun(
             [_batch(t, 250, structured) for t in (0, 1, 2, 3)], 35.0, 1000
         ),
     }
+    result.rates = {SUSTAINABLE: 170.0, TARGET: 5000.0}
     result.latency = {
-        System.SLUICE: LatencyRun([], [1.0, 1.2, 1.4], Produced(100, 3, 1.0), 0, 10, 0, 1.0),
-        System.STRUCTURED: LatencyRun([], [1.5, 1.7], Produced(100, 3, 1.0), 1, 10, 0, 1.0),
+        SUSTAINABLE: {
+            System.SLUICE: _latency([0.9, 1.0, 1.1], 170.0, 0),
+            System.STRUCTURED: _latency([1.2, 1.3], 170.0, 0),
+        },
+        TARGET: {
+            System.SLUICE: _latency([1.0, 1.2, 1.4], 5000.0, 0),
+            System.STRUCTURED: _latency([1.5, 1.7], 5000.0, structured_lag, missing=1),
+        },
     }
+    written = [Written(100.0, 100.5, 600, 12, 0), Written(100.2, 101.0, 400, 8, 1)]
+    result.ceiling = CeilingRun(Plan(1000, 2), written, 1000)
     return result
 
 
-def test_results_hold_every_figure_and_the_table_shows_them() -> None:
+def _doc(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> dict[str, Any]:
     settings = Settings(events=1000, label="smoke")
-    doc = report.build(settings, outcome(), datetime.now(UTC), (1.0, 1.0, 1.0))
+    found = outcome(sluice_rate=sluice_rate, structured_lag=structured_lag)
+    return report.build(settings, found, datetime.now(UTC), (1.0, 1.0, 1.0))
+
+
+def test_results_hold_every_figure_and_the_table_shows_them() -> None:
+    doc = _doc()
     json.dumps(doc)  # plain JSON values only
     sluice, structured = doc["systems"]["sluice"], doc["systems"]["structured"]
     assert sluice["throughput"]["records_per_second"] == 500.0
     assert structured["throughput"]["records_per_second"] == 250.0
     assert doc["comparison"]["throughput"] == 2.0
+    assert doc["ceiling"]["records_per_second"] == 1000.0
+    assert doc["ceiling"]["verified"] is True
+    assert doc["fraction_of_ceiling"] == {"sluice": 0.5, "structured": 0.25}
     assert sluice["checkpoint"]["commit"]["p99_ms"] == pytest.approx(4.0)
     assert structured["checkpoint"]["commit"]["p99_ms"] == pytest.approx(15.0)
     assert structured["checkpoint"]["total"]["p50_ms"] == pytest.approx(35.0)
-    assert sluice["latency"]["p50_ms"] == pytest.approx(1200.0)
-    assert structured["latency"]["probes_missing"] == 1
-    assert structured["latency"]["poll_period_ms"] == 100.0
-    assert doc["targets"]["throughput_met"] is True
-    assert doc["samples"]["sluice"]["latency_ms"] == [1000.0, 1200.0, 1400.0]
-    table = report.markdown(doc)
+    assert sluice["latency"][TARGET]["p50_ms"] == pytest.approx(1200.0)
+    assert sluice["latency"][SUSTAINABLE]["rate"] == 170.0
+    assert structured["latency"][TARGET]["poll_period_ms"] == 100.0
+    assert "user-written" in structured["writer"]
+    assert "CassandraSink" in sluice["writer"]
+    assert doc["samples"]["sluice"]["latency_ms"][TARGET] == [1000.0, 1200.0, 1400.0]
+    table = markdown.markdown(doc)
     assert "SMOKE RUN" in table
     assert "| throughput, backlog (records/s) | 500 | 250 | 2.00 |" in table
-    assert "(1 probes never seen)" in table
+    assert "| share of the ceiling (1,000 rows/s) | 50 % | 25 % |  |" in table
+    assert "| Cassandra writer | its CassandraSink | user-written: 1 INSERT per row" in table
+    assert "latency p50 / p99 at 170 events/s, sustainable (ms) | 1,000 / 1,098 |" in table
+
+
+def test_a_phase_a_contender_fell_behind_shows_no_latency_and_no_ratio() -> None:
+    doc = _doc(structured_lag=40_000)
+    structured = doc["systems"]["structured"]["latency"][TARGET]
+    assert structured["sustained"] is False
+    assert structured["p99_ms"] == pytest.approx(1698.0)  # kept in the JSON, flagged
+    assert structured["pacing"]["lag_seconds"] == 8.0
+    assert doc["comparison"]["latency"][TARGET] == {"p50": None, "p99": None}
+    assert doc["comparison"]["latency"][SUSTAINABLE]["p99"] is not None
+    row = next(line for line in markdown.markdown(doc).splitlines() if "5,000 events/s" in line)
+    assert "not sustained (8.0 s behind, 1 probes never seen)" in row
+    assert "1,698" not in row
+
+
+def test_targets_are_the_issues_and_reported_on_the_figures() -> None:
+    met = _doc(sluice_rate=500.0)["targets"]
+    assert met["throughput_ratio_min"] == 2.0
+    assert met["throughput_met"] is True
+    assert met["throughput_ceiling_met"] is False  # 50 % of the ceiling, 60 % wanted
+    assert met["latency_p99_max_met"] is True
+    assert met["latency_p99_vs_structured_met"] is True
+    assert met["commit_p99_met"] is True
+    assert met["checkpoint_p99_met"] is False  # 9 ms against 35 ms: more than 1/5
+    slower = _doc(sluice_rate=400.0)["targets"]
+    assert slower["throughput_met"] is False
+    line = markdown.targets_line(_doc())
+    assert "throughput >= 2 x SS: met (2.00)" in line
+    assert ">= 60 % of the ceiling: MISSED (50 %)" in line
+    assert "latency p99 at 5,000 events/s <= SS's: met and <= 3 s: met (1,396 ms)" in line
+
+
+def test_a_baseline_that_fell_behind_loses_the_latency_comparison() -> None:
+    targets = _doc(structured_lag=40_000)["targets"]
+    assert targets["latency_p99_vs_structured_met"] is True
+
+
+def test_the_sustainable_rate_is_a_round_share_of_the_slower_contender() -> None:
+    assert round_down(2619.4) == 2600.0
+    assert round_down(87.4) == 87.0
+    assert round_down(12_345.0) == 12_000.0
+    assert sustainable_rate([3742.0, 9000.0], 0.7, 5000.0) == 2600.0
+    assert sustainable_rate([9000.0, 12_000.0], 0.7, 5000.0) is None  # target is sustainable
+    assert sustainable_rate([3742.0, None], 0.7, 5000.0) is None
+    settings = Settings(rate=5000.0, sustained_share=0.7)
+    assert latency_rates(settings, outcome().throughput) == {SUSTAINABLE: 170.0, TARGET: 5000.0}
+
+
+def test_a_contender_fell_behind_when_its_finished_batches_lag_the_producer() -> None:
+    batches = [_batch(t, 1000, {}) for t in range(10)]  # ends 1..10, 1,000 records each
+
+    def judged(produced: int, missing: int = 0) -> Pacing:
+        return pacing(
+            batches,
+            produced=produced,
+            produce_ended=8.5,  # batches ending at 9 and 10 do not count
+            rate=1000.0,
+            trigger_seconds=1.0,
+            behind_triggers=5.0,
+            probes_missing=missing,
+        )
+
+    kept = judged(12_000)
+    assert (kept.processed, kept.lag, kept.lag_seconds, kept.sustained) == (8000, 4000, 4.0, True)
+    assert kept.why_not is None
+    behind = judged(14_000)
+    assert (behind.lag_seconds, behind.sustained) == (6.0, False)
+    assert behind.why_not == "6.0 s behind"
+    lost = judged(8000, missing=3)
+    assert (lost.lag, lost.sustained, lost.why_not) == (0, False, "3 probes never seen")
+
+
+def test_ceiling_batches_hold_one_replica_set_within_both_bounds() -> None:
+    writes = [("a", 40, 1), ("b", 40, 2), ("a", 40, 3), ("a", 40, 4), ("a", 500, 5), ("b", 40, 6)]
+    batches = list(bounded_groups(writes, max_rows=2, max_bytes=100))
+    assert sorted(item for batch in batches for item in batch) == [1, 2, 3, 4, 5, 6]
+    assert [1, 3] in batches  # full at two rows
+    assert [4] in batches  # closed before 4 + 5 passes 100 bytes
+    assert [5] in batches  # larger than the bound on its own: alone
+    assert [2, 6] in batches
+    groups = {item: group for group, _, item in writes}
+    assert all(len({groups[i] for i in batch}) == 1 for batch in batches)
+
+
+def test_the_ceiling_splits_rows_evenly_and_writes_the_transforms_rows() -> None:
+    assert [len(r) for r in shares(10, 3)] == [4, 3, 3]
+    assert [r.start for r in shares(10, 3)] == [0, 4, 7]
+    assert shares(1, 4) == [range(0, 1)]
+    row = row_values(EventFactory(7), 11, "bench-x-backlog", 8)
+    event = EventFactory(7).event(11)
+    assert row[0] == event["event_id"]
+    assert row[2] == normalised_page(str(event["page"]))  # as the transform cleans it
+    assert row[5] == datetime.fromtimestamp(int(str(event["ts"])) / 1000, UTC)
+    assert row[6:] == ("bench-x-backlog", 3, 1)
+
+
+def test_the_ceiling_rate_is_all_rows_over_first_write_to_last_ack() -> None:
+    run = outcome().ceiling
+    assert run is not None
+    assert (run.rows, run.seconds, run.records_per_second) == (1000, 1.0, 1000.0)
+
+
+def test_the_baseline_writes_one_insert_per_row_with_the_batch_timestamp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[tuple[str, list[tuple[Any, ...]], int]] = []
+
+    class FakeSession:
+        def prepare(self, cql: str) -> str:
+            return cql
+
+    def execute(_session: object, statement: str, parameters: Any, concurrency: int) -> None:
+        sent.append((statement, list(parameters), concurrency))
+
+    monkeypatch.setattr(baseline_writer, "_session", FakeSession())
+    monkeypatch.setattr(baseline_writer, "_statements", {})
+    monkeypatch.setattr(baseline_writer, "execute_concurrent_with_args", execute)
+    destination = baseline_writer.Destination(("127.0.0.1:19042",), "ks", "events")
+    rows = [("e-1", 1), ("e-2", 2)]
+    baseline_writer.write_partition(destination, ("event_id", "seq"), 1_763_780_400_000_001, rows)
+    [(cql, parameters, concurrency)] = sent
+    assert cql == "INSERT INTO ks.events (event_id, seq) VALUES (?, ?) USING TIMESTAMP ?"
+    assert parameters == [("e-1", 1, 1_763_780_400_000_001), ("e-2", 2, 1_763_780_400_000_001)]
+    assert concurrency == 64
+
+
+def _run_doc(stamp: str, throughput: float, p99: float, sustained: bool) -> dict[str, Any]:
+    """A run document with only what the summary reads."""
+    latency = {
+        "rate": 5000.0,
+        "sustained": sustained,
+        "n": 10,
+        "p50_ms": p99 / 2,
+        "p99_ms": p99,
+        "probes_missing": 0,
+        "pacing": {"lag_events": 0, "allowed_lag_events": 25_000, "lag_seconds": 0.5},
+    }
+    system = {
+        "title": "x",
+        "throughput": {"records_per_second": throughput},
+        "checkpoint": {"commit": {"p99_ms": 5.0}, "total": {"p99_ms": 9.0}},
+        "latency": {TARGET: latency},
+    }
+    other = {**system, "throughput": {"records_per_second": 1000.0}}
+    base = _doc()
+    return {
+        **{k: base[k] for k in ("label", "machine", "parameters", "workload")},
+        "stamp": stamp,
+        "rates": {TARGET: 5000.0},
+        "systems": {"sluice": system, "structured": other},
+        "ceiling": {"records_per_second": 4000.0},
+        "fraction_of_ceiling": {"sluice": throughput / 4000.0, "structured": 0.25},
+        "comparison": {"throughput": throughput / 1000.0, "checkpoint_p99": 1.0, "latency": {}},
+    }
+
+
+def test_the_summary_holds_the_median_of_each_figure_and_every_run() -> None:
+    docs = [
+        _run_doc("r1", 2000.0, 900.0, True),
+        _run_doc("r2", 3000.0, 5000.0, False),
+        _run_doc("r3", 2400.0, 1100.0, True),
+    ]
+    found = summary.build(docs)
+    json.dumps(found)
+    assert found["runs"] == 3
+    medians = found["summary"]
+    assert medians["comparison"]["throughput"] == 2.4
+    assert medians["ceiling"]["records_per_second"] == 4000.0
+    assert medians["fraction_of_ceiling"]["sluice"] == 0.6
+    assert found["median_run"] == "r3"
+    latency = medians["systems"]["sluice"]["latency"][TARGET]
+    assert (latency["sustained"], latency["sustained_runs"], latency["runs"]) == (True, 2, 3)
+    assert latency["p99_ms"] == 1000.0  # the median of the two sustained runs only
+    assert medians["targets"]["throughput_met"] is True
+    assert [row["stamp"] for row in found["each_run"]] == ["r1", "r2", "r3"]
+    text = summary.to_markdown(found)
+    assert "median of 3 runs" in text
+    assert "500 / 1,000 (sustained in 2 of 3 runs)" in text
+    assert "| r2 | 3,000 | 1,000 | 3.00 | 4,000 | 75 % | 25 % |" in text
+    assert "not sustained" in text
+
+
+def test_median_of_takes_numbers_majorities_and_agreeing_values() -> None:
+    assert summary.median_of([1.0, 3.0, 2.0]) == 2.0
+    assert summary.median_of([1, 2]) == 1.5
+    assert summary.median_of([True, False, True]) is True
+    assert summary.median_of([True, False]) is False
+    assert summary.median_of(["a", "a"]) == "a"
+    assert summary.median_of(["a", "b"]) is None
+    assert summary.median_of([None, 4.0]) == 4.0
+    assert summary.median_of([{"x": 1.0, "y": None}, {"x": 3.0}]) == {"x": 2.0, "y": None}
 
 
 def test_flags_override_smoke_defaults_which_override_full_ones() -> None:
-    assert from_args([], env={}).events == 1_000_000
+    full = from_args([], env={})
+    assert (full.events, full.runs, full.sustained_share) == (1_000_000, 3, 0.7)
+    assert full.ceiling_plan().rows == 1_000_000
     smoke = from_args(["--smoke", "--latency-seconds", "12"], env={"BENCH_RATE": "2000"})
-    assert (smoke.events, smoke.latency_seconds, smoke.rate, smoke.label) == (
+    assert (smoke.events, smoke.latency_seconds, smoke.rate, smoke.label, smoke.runs) == (
         100_000,
         12.0,
         2000.0,
         "smoke",
+        1,
     )
+    assert smoke.ceiling_plan().rows < smoke.events
+    assert from_args([], env={"BENCH_RUNS": "5"}).runs == 5
     ordered = from_args(["--order", "sluice,structured", "--no-verify"], env={})
     assert ordered.order == (System.SLUICE, System.STRUCTURED)
     assert ordered.verify is False
+    with pytest.raises(SystemExit):
+        from_args(["--runs", "0"], env={})

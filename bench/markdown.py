@@ -1,0 +1,234 @@
+"""The Markdown table of a run's results document, or of the summary of several runs
+(same shape, medians): pure functions from the document to text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.contenders import System
+from bench.report import CHECKPOINT_WHAT, COMMIT_WHAT, WRITER, WRITER_SHORT, get
+from bench.run import PHASES, TARGET
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f} %"
+
+
+def _pair(summary: Mapping[str, Any] | None, digits: int = 1) -> str:
+    if not summary or not summary.get("n"):
+        return "-"
+    return f"{_num(summary['p50_ms'], digits)} / {_num(summary['p99_ms'], digits)}"
+
+
+def behind(found: Mapping[str, Any]) -> str:
+    """Why a phase was not sustained, from its figures (a run's or the medians)."""
+    reasons = []
+    lag, allowed = get(found, "pacing", "lag_events"), get(found, "pacing", "allowed_lag_events")
+    if lag is not None and allowed is not None and lag > allowed:
+        reasons.append(f"{_num(get(found, 'pacing', 'lag_seconds'), 1)} s behind")
+    if found.get("probes_missing"):
+        reasons.append(f"{found['probes_missing']:,.0f} probes never seen")
+    return ", ".join(reasons) or "fell behind"
+
+
+def latency_cell(found: Mapping[str, Any] | None) -> str:
+    """p50 / p99 of a sustained phase; a phase not sustained shows no latency. In a
+    summary, how many runs disagreed with the verdict."""
+    if not found:
+        return "-"
+    runs, kept = int(found.get("runs") or 0), int(found.get("sustained_runs") or 0)
+    mixed = 0 < kept < runs
+    if not found.get("sustained"):
+        of_runs = f" in {runs - kept} of {runs} runs" if mixed else ""
+        return f"not sustained{of_runs} ({behind(found)})"
+    return _pair(found, 0) + (f" (sustained in {kept} of {runs} runs)" if mixed else "")
+
+
+def pace_cell(found: Mapping[str, Any] | None) -> str:
+    """Produce rate, probes seen / missing, how far behind at the end of producing."""
+    if not found:
+        return "-"
+    return (
+        f"{_num(found.get('produce_rate'))}/s; {_num(found.get('n'))} / "
+        f"{_num(found.get('probes_missing'))}; {_num(get(found, 'pacing', 'lag_seconds'), 1)} s"
+    )
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    s, b = doc["systems"][System.SLUICE.value], doc["systems"][System.STRUCTURED.value]
+    c, shares = doc["comparison"], doc.get("fraction_of_ceiling") or {}
+    top = get(doc, "ceiling", "records_per_second")
+
+    def both(*path: str, digits: int = 0) -> list[str]:
+        return [_num(get(s, *path), digits), _num(get(b, *path), digits)]
+
+    rows = [
+        ["Cassandra writer", WRITER_SHORT[System.SLUICE], WRITER_SHORT[System.STRUCTURED], ""],
+        [
+            "throughput, backlog (records/s)",
+            *both("throughput", "records_per_second"),
+            _num(get(c, "throughput"), 2),
+        ],
+        [
+            f"share of the ceiling ({_num(top)} rows/s)",
+            _percent(shares.get(System.SLUICE.value)),
+            _percent(shares.get(System.STRUCTURED.value)),
+            "",
+        ],
+        [
+            "throughput without 1st batch (records/s)",
+            *both("throughput", "steady_records_per_second"),
+            _num(get(c, "throughput_steady"), 2),
+        ],
+        ["backlog batches", *both("throughput", "batches"), ""],
+        ["process start to backlog done (s)", *both("throughput", "process_seconds", digits=1), ""],
+        [
+            "commit per batch p50 / p99 (ms)",
+            _pair(get(s, "checkpoint", "commit")),
+            _pair(get(b, "checkpoint", "commit")),
+            _num(get(c, "commit_p99"), 2),
+        ],
+        [
+            "checkpoint per batch p50 / p99 (ms)",
+            _pair(get(s, "checkpoint", "total")),
+            _pair(get(b, "checkpoint", "total")),
+            _num(get(c, "checkpoint_p99"), 2),
+        ],
+        ["batches measured for checkpoint cost", *both("checkpoint", "batches"), ""],
+    ]
+    for phase in PHASES:
+        found_s, found_b = get(s, "latency", phase), get(b, "latency", phase)
+        if found_s is None and found_b is None:
+            continue
+        rate = get(doc, "rates", phase) or get(found_s, "rate") or get(found_b, "rate")
+        rows += [
+            [
+                f"latency p50 / p99 at {_num(rate)} events/s, {phase} (ms)",
+                latency_cell(found_s),
+                latency_cell(found_b),
+                _num(get(c, "latency", phase, "p99"), 2),
+            ],
+            [
+                f"at {_num(rate)}/s: produced; probes seen / missing; behind at end",
+                pace_cell(found_s),
+                pace_cell(found_b),
+                "",
+            ],
+        ]
+    return rows
+
+
+def table(doc: Mapping[str, Any]) -> list[str]:
+    """The comparison table's lines."""
+    return [
+        _row(["metric", "Sluice", "Structured Streaming", "Sluice / SS"]),
+        _row(["---", "---:", "---:", "---:"]),
+        *(_row(r) for r in table_rows(doc)),
+    ]
+
+
+def description(doc: Mapping[str, Any]) -> list[str]:
+    """The paragraphs under the title: workload, writers, ceiling, phases, definitions."""
+    p, w, m = doc["parameters"], doc["workload"], doc["machine"]
+    top = doc.get("ceiling") or {}
+    rates = ", ".join(f"{phase} {_num(rate)}" for phase, rate in (doc.get("rates") or {}).items())
+    ceiling_line = (
+        f"Ceiling: a standalone client alone writes {_num(top.get('rows'))} rows of the "
+        f"same table shape in {_num(top.get('seconds'), 1)} s = "
+        f"{_num(top.get('records_per_second'))} rows/s ({_num(top.get('processes'))} processes "
+        f"x {_num(top.get('concurrency_per_process'))} in flight, token-aware UNLOGGED batches "
+        f"of <= {_num(top.get('batch_rows_max'))} rows / {_num(top.get('batch_bytes_max'))} "
+        "bytes of "
+        f"values; rows counted afterwards: {_num(top.get('rows_in_table'))})."
+        if top
+        else "Ceiling: not measured."
+    )
+    return [
+        f"{w['events']:,} JSON events on {w['partitions']} partitions; transform "
+        f"`{w['transform']}`. Writers: Sluice: {WRITER[System.SLUICE]}; Structured "
+        f"Streaming: {WRITER[System.STRUCTURED]}. Cap {w['sluice_max_records_per_partition']:,}"
+        f" records/partition/batch (Structured Streaming `maxOffsetsPerTrigger` "
+        f"{w['structured_max_offsets_per_trigger']:,}). Spark {m['spark']} local[2] for both; "
+        f"{m['cpus']} CPUs, load average before {m['load_average_before'][0]}, after "
+        f"{m['load_average'][0]}.",
+        "",
+        ceiling_line,
+        "",
+        f"Latency (events/s: {rates}): {p['trigger_seconds']:g} s trigger, "
+        f"{p['latency_seconds']:g} s measured after {p['warmup_seconds']:g} s warm-up, polled "
+        f"every {p['poll_interval'] * 1000:g} ms. The sustainable rate is "
+        f"{p['sustained_share']:g} x the slower contender's backlog records/s, rounded down. "
+        f"*Not sustained*: at the end of producing, more than {p['behind_triggers']:g} trigger "
+        "intervals' worth of events not yet in a finished batch, or probes never seen in "
+        f"Cassandra {p['drain_timeout']:g} s later; no latency is shown then.",
+    ]
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    lines = [f"## Sluice vs Spark Structured Streaming ({doc['label']} run, {doc['stamp']})", ""]
+    lines += smoke_warning(doc["label"])
+    lines += [*description(doc), "", *table(doc), "", *footnotes(doc)]
+    return "\n".join(lines) + "\n"
+
+
+def smoke_warning(label: str) -> list[str]:
+    if label == "full":
+        return []
+    return [
+        f"> **{label.upper()} RUN**: reduced parameters, figures prove the "
+        "benchmark works end to end; they are not representative.",
+        "",
+    ]
+
+
+def footnotes(doc: Mapping[str, Any]) -> list[str]:
+    return [
+        "Commit: Sluice "
+        + COMMIT_WHAT[System.SLUICE]
+        + "; Structured Streaming "
+        + COMMIT_WHAT[System.STRUCTURED]
+        + ". Checkpoint: Sluice "
+        + CHECKPOINT_WHAT[System.SLUICE]
+        + "; Structured Streaming "
+        + CHECKPOINT_WHAT[System.STRUCTURED]
+        + ".",
+        "",
+        targets_line(doc),
+    ]
+
+
+def targets_line(doc: Mapping[str, Any]) -> str:
+    t, c = doc["targets"], doc["comparison"]
+
+    def verdict(met: bool | None) -> str:
+        return "n/a" if met is None else ("met" if met else "MISSED")
+
+    target_rate = _num(get(doc, "rates", TARGET))
+    sluice = get(doc, "systems", System.SLUICE.value)
+    p99 = get(sluice, "latency", TARGET, "p99_ms")
+    shown = _num(p99) + " ms" if get(sluice, "latency", TARGET, "sustained") else "not sustained"
+    return (
+        f"Targets (reported, never asserted): throughput >= {t['throughput_ratio_min']:g} x SS: "
+        f"{verdict(t['throughput_met'])} ({_num(c['throughput'], 2)}); "
+        f">= {_percent(t['throughput_ceiling_share_min'])} of the ceiling: "
+        f"{verdict(t['throughput_ceiling_met'])} "
+        f"({_percent(get(doc, 'fraction_of_ceiling', System.SLUICE.value))}); "
+        f"latency p99 at {target_rate} events/s <= SS's: "
+        f"{verdict(t['latency_p99_vs_structured_met'])} and <= "
+        f"{t['latency_p99_ms_max'] / 1000:g} s: {verdict(t['latency_p99_max_met'])} ({shown}); "
+        f"commit p99 <= {t['commit_p99_ms_max']:g} ms: {verdict(t['commit_p99_met'])} "
+        f"({_num(get(sluice, 'checkpoint', 'commit', 'p99_ms'), 1)} ms); "
+        f"checkpoint p99 <= {t['checkpoint_p99_ratio_max']:g} x SS's: "
+        f"{verdict(t['checkpoint_p99_met'])} ({_num(c['checkpoint_p99'], 2)})."
+    )
