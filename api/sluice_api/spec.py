@@ -184,6 +184,15 @@ class Transform(Model):
         return self
 
 
+CASSANDRA_BATCH_ROWS: Final = 10
+"""Rows per unlogged batch by default: Cassandra's default warning threshold for
+the partitions one unlogged batch spans."""
+CASSANDRA_BATCH_BYTES: Final = 4096
+"""Estimated bytes per batch by default: below Cassandra's 5 KiB warning threshold."""
+CASSANDRA_WRITE_CONCURRENCY: Final = 32
+"""Requests in flight per Spark task by default."""
+
+
 class CassandraSink(Model):
     contact_points: list[HostPort] = Field(
         min_length=1, description="Cassandra host[:port] contact points."
@@ -193,6 +202,35 @@ class CassandraSink(Model):
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with keys 'username' and 'password'."
     )
+    batch_rows: int = Field(
+        default=CASSANDRA_BATCH_ROWS,
+        ge=1,
+        le=1000,
+        description=(
+            "Most rows per unlogged batch; rows are grouped by the nodes that own them. "
+            "1 writes one INSERT per row. Above Cassandra's "
+            "unlogged_batch_across_partitions_warn_threshold (10) it logs warnings."
+        ),
+    )
+    batch_bytes: int = Field(
+        default=CASSANDRA_BATCH_BYTES,
+        ge=256,
+        le=49152,
+        description=(
+            "Most estimated bytes per unlogged batch; keep it below Cassandra's "
+            "batch_size_warn_threshold (5 KiB by default). A larger row goes alone."
+        ),
+    )
+    concurrency: int = Field(
+        default=CASSANDRA_WRITE_CONCURRENCY,
+        ge=1,
+        le=1024,
+        description="Most write requests in flight per Spark task.",
+    )
+
+
+DATASTORE_WRITE_CONCURRENCY: Final = 4
+"""Commits (of up to 500 entities each) in flight per Spark task by default."""
 
 
 class DatastoreSink(Model):
@@ -201,6 +239,15 @@ class DatastoreSink(Model):
     namespace: str | None = Field(default=None, description="Datastore namespace.")
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with key 'credentials.json' (service account)."
+    )
+    concurrency: int = Field(
+        default=DATASTORE_WRITE_CONCURRENCY,
+        ge=1,
+        le=64,
+        description=(
+            "Most commits (each of up to 500 entities, Datastore's limit) in flight per "
+            "Spark task; a commit sharing a key with one in flight waits for it."
+        ),
     )
 
 

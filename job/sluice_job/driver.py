@@ -38,6 +38,7 @@ from sluice_job.planner import OffsetOutOfRangeError, Policy
 from sluice_job.ports import Observer, Observers
 from sluice_job.runner import Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
+from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
@@ -197,6 +198,8 @@ def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
             target.keyspace,
             target.table,
             Credentials.from_env(os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
+            concurrency=target.concurrency,
+            bounds=Bounds(rows=target.batch_rows, bytes=target.batch_bytes),
         )
     )
 

@@ -2,13 +2,17 @@
 the ``google-cloud-datastore`` client.
 
 Keys come from the output's ``__key__`` column and every other column becomes a
-property (the contract is in ``datastore_entities``). Each executor partition takes
-its rows in chunks of at most 500 distinct keys, one commit each, and writes every
-chunk in its own transaction: look the keys up, drop the entities whose stored
+property (the contract is in ``datastore_entities``). Rows leave the JVM in Arrow
+batches (``mapInArrow``, see ``arrow_rows``). Each executor partition takes its rows
+in chunks of at most 500 distinct keys (Datastore's limit per commit), and writes
+every chunk in its own transaction: look the keys up, drop the entities whose stored
 write version is newer than ours (a fenced driver's late write must not win, see
 ``datastore_writes``), put the rest with our version in ``_sluice_version``, commit.
 A conflicting writer makes the commit fail ABORTED and the chunk is tried again
-from the lookup, so the comparison and the write are atomic.
+from the lookup, so the comparison and the write are atomic. Up to
+``sink.datastore.concurrency`` chunks of a partition are in flight at once; a chunk
+that shares a key with one in flight waits for it, so the later row of a key still
+wins (``datastore_flight``).
 
 Transient errors are retried with backoff (``datastore_retry``); any other error,
 or transient ones past the last attempt, fail the batch with a message naming the
@@ -20,20 +24,25 @@ of ``datastore_credentials`` or Application Default Credentials.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Final
 
+import pyarrow as pa
 from google.api_core.exceptions import GoogleAPICallError
 from google.auth.credentials import AnonymousCredentials
 from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import datastore
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 
+from sluice_api.spec import DATASTORE_WRITE_CONCURRENCY
 from sluice_api.spec import DatastoreSink as DatastoreSpec
 from sluice_job import keys, logs
+from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.datastore_credentials import ServiceAccount
 from sluice_job.sinks.datastore_entities import (
     KEY_COLUMN,
@@ -44,6 +53,7 @@ from sluice_job.sinks.datastore_entities import (
     shape,
     unindexed,
 )
+from sluice_job.sinks.datastore_flight import Flight
 from sluice_job.sinks.datastore_retry import NO_RETRY, Backoff, Retrying, is_transient, status
 from sluice_job.sinks.datastore_writes import chunks, supersedes
 
@@ -76,12 +86,21 @@ class DatastoreTarget:
     backoff: Backoff = field(default_factory=Backoff)
     timeout: float = 30.0
     """Seconds per call."""
+    concurrency: int = DATASTORE_WRITE_CONCURRENCY
+    """Commits in flight per Spark task."""
 
     @classmethod
     def from_spec(cls, sink: DatastoreSpec, env: Mapping[str, str]) -> DatastoreTarget:
         emulator = env.get(EMULATOR_ENV) or None
         credentials = None if emulator else ServiceAccount.from_env(env)
-        return cls(sink.project, sink.kind, sink.namespace, credentials, emulator)
+        return cls(
+            sink.project,
+            sink.kind,
+            sink.namespace,
+            credentials,
+            emulator,
+            concurrency=sink.concurrency,
+        )
 
     def where(self) -> str:
         namespace = f", namespace {self.namespace!r}" if self.namespace else ""
@@ -113,6 +132,16 @@ class WriteResult:
         )
 
 
+RESULT_SCHEMA: Final = (
+    "rows long, written long, skipped long, chunks long, retries long, error string"
+)
+"""What each partition's write reports back to the driver, a :class:`WriteResult`."""
+_RESULT_ARROW: Final = pa.schema(
+    [(name, pa.int64()) for name in ("rows", "written", "skipped", "chunks", "retries")]
+    + [("error", pa.string())]
+)
+
+
 class DatastoreSink:
     def __init__(self, target: DatastoreTarget, *, probe: bool = True) -> None:
         self.target = target
@@ -141,14 +170,12 @@ class DatastoreSink:
         once)."""
         frame = keys.last_per_key(frame, [KEY_COLUMN]) if KEY_COLUMN in frame.columns else frame
         entity_shape = shape(frame.schema)
-        target = self.target
-        results = frame.rdd.mapPartitions(
-            lambda rows: [write_partition(target, entity_shape, version, rows)]
-        ).collect()
-        self.last = sum(results, WriteResult())
+        write = partial(write_arrow, self.target, entity_shape, frame.columns, version)
+        results = frame.mapInArrow(write, RESULT_SCHEMA).collect()
+        self.last = sum((WriteResult(**row.asDict()) for row in results), WriteResult())
         logs.event(
             "datastore write",
-            kind=target.kind,
+            kind=self.target.kind,
             version=version,
             rows=self.last.rows,
             written=self.last.written,
@@ -193,15 +220,33 @@ def connect(target: DatastoreTarget) -> Any:
     )
 
 
+def write_arrow(
+    target: DatastoreTarget,
+    entity_shape: EntityShape,
+    columns: Sequence[str],
+    version: int,
+    batches: Iterable[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``'s function: writes the partition, yields its :class:`WriteResult`
+    as one row of :data:`RESULT_SCHEMA`."""
+    values = (row for batch in batches for row in rows(batch, columns))
+    result = write_partition(target, entity_shape, version, values)
+    fields = dataclasses.asdict(result)
+    yield pa.RecordBatch.from_pylist([fields], schema=_RESULT_ARROW)
+
+
 def write_partition(
-    target: DatastoreTarget, entity_shape: EntityShape, version: int, rows: Iterable[Row]
+    target: DatastoreTarget,
+    entity_shape: EntityShape,
+    version: int,
+    rows: Iterable[Sequence[Any]],
 ) -> WriteResult:
     """Write one Spark partition; failures come back in ``error`` rather than as an
     exception, so Spark does not re-run a task that cannot succeed and the driver
     gets a message without an executor traceback around it."""
-    retrying = Retrying(target.backoff)
-    result = WriteResult()
     counted = _Counted(rows)
+    flight: Flight[WriteResult] = Flight(target.concurrency)
+    result = WriteResult()
     try:
         client = _client(target)
         for chunk in chunks((entity_shape.ident(row), row) for row in counted):
@@ -209,23 +254,30 @@ def write_partition(
                 ident: _entity(client, target.kind, entity_shape.values(row), ident, version)
                 for ident, row in chunk.items()
             }
-            result = result + _write_chunk(client, entities, version, target, retrying)
+            write = partial(_write_chunk, client, entities, version, target)
+            result = sum(flight.submit(set(entities), write), result)
+            if result.error:
+                break
+        result = sum(flight.drain(), result)
     except BadKeyError as err:
-        result = replace(result, error=f"{target.where()}: {err}")
+        result = replace(sum(flight.drain(), result), error=f"{target.where()}: {err}")
     except (GoogleAPICallError, DefaultCredentialsError) as err:
-        result = replace(result, error=describe(err, target, retrying.retries))
-    return replace(result, rows=counted.count, retries=retrying.retries)
+        result = replace(sum(flight.drain(), result), error=describe(err, target, 0))
+    return replace(result, rows=counted.count)
 
 
 def _write_chunk(
-    client: Any,
-    entities: Mapping[Ident, Any],
-    version: int,
-    target: DatastoreTarget,
-    retrying: Retrying,
+    client: Any, entities: Mapping[Ident, Any], version: int, target: DatastoreTarget
 ) -> WriteResult:
-    written = retrying.call(lambda: commit_chunk(client, entities, version, target.timeout))
-    return WriteResult(written=written, skipped=len(entities) - written, chunks=1)
+    """One chunk, retried on transient errors; a failure comes back in ``error``."""
+    retrying = Retrying(target.backoff)
+    try:
+        written = retrying.call(lambda: commit_chunk(client, entities, version, target.timeout))
+    except GoogleAPICallError as err:
+        return WriteResult(retries=retrying.retries, error=describe(err, target, retrying.retries))
+    return WriteResult(
+        written=written, skipped=len(entities) - written, chunks=1, retries=retrying.retries
+    )
 
 
 def commit_chunk(client: Any, entities: Mapping[Ident, Any], version: int, timeout: float) -> int:
@@ -268,11 +320,11 @@ def _client(target: DatastoreTarget) -> Any:
 class _Counted:
     """Counts the rows a partition's iterator yields."""
 
-    def __init__(self, rows: Iterable[Row]) -> None:
+    def __init__(self, rows: Iterable[Sequence[Any]]) -> None:
         self.rows = rows
         self.count = 0
 
-    def __iter__(self) -> Iterator[Row]:
+    def __iter__(self) -> Iterator[Sequence[Any]]:
         for row in self.rows:
             self.count += 1
             yield row

@@ -1,0 +1,113 @@
+"""The Cassandra sink's executor side: one Spark partition's rows into the table.
+
+Rows arrive as Arrow record batches (``arrow_rows``). Each row is bound to the
+prepared ``INSERT ... USING TIMESTAMP ?`` with the batch's write version, so every
+cell carries it exactly as before: a re-run overwrites itself and a fenced driver's
+late write loses. The bound rows are grouped by the nodes that own them
+(``cassandra_batches``) into unlogged batches, which the token-aware policy sends to
+one of those nodes (a batch takes its routing key from its first row), and at most
+``concurrency`` requests are in flight per worker. A batch of one row is sent as
+the plain INSERT. The first failed request fails the task, and Spark's retry or the
+driver's re-run of the batch writes it again, with the same versions.
+
+A session (and its prepared statements) is opened once per Python worker and reused
+by every task that worker runs.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from cassandra.cluster import Session
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType, BoundStatement, PreparedStatement
+
+from sluice_job.cassandra_session import connect
+from sluice_job.sinks.arrow_rows import rows
+from sluice_job.sinks.cassandra_batches import estimated_size, grouped
+from sluice_job.sinks.cassandra_target import CassandraTarget
+
+_sessions: dict[CassandraTarget, Session] = {}
+_prepared: dict[tuple[CassandraTarget, tuple[str, ...]], PreparedStatement] = {}
+
+
+def write_arrow(
+    target: CassandraTarget, columns: Sequence[str], version: int, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``'s function: writes the partition's rows, then yields one
+    record batch with the count written (column ``written``)."""
+    values = (row for batch in batches for row in rows(batch, columns))
+    written = write_rows(target, columns, version, values)
+    yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
+
+
+def write_rows(
+    target: CassandraTarget,
+    columns: Sequence[str],
+    version: int,
+    values: Iterable[Sequence[Any]],
+) -> int:
+    """Write rows (values in ``columns`` order); raises on the first failed request,
+    else returns how many rows were written."""
+    session = _session(target)
+    statement = _statement(session, target, tuple(columns))
+    bound = (statement.bind((*row, version)) for row in values)
+    keyed = ((_replicas(session, target.keyspace, b), estimated_size(b.values), b) for b in bound)
+    tally = _Tally()
+    requests = ((_request(tally.add(group)), None) for group in grouped(keyed, target.bounds))
+    for _ in execute_concurrent(
+        session,
+        requests,
+        concurrency=target.concurrency,
+        raise_on_first_error=True,
+        results_generator=True,
+    ):
+        pass  # a failed request raises here, before the rest are sent
+    return tally.rows
+
+
+class _Tally:
+    """Rows handed to requests so far; all of them are written once every request
+    has succeeded."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def add(self, group: list[BoundStatement]) -> list[BoundStatement]:
+        self.rows += len(group)
+        return group
+
+
+def _replicas(session: Session, keyspace: str, bound: BoundStatement) -> Hashable:
+    """The nodes that own the row, as the driver's token map knows them."""
+    return tuple(session.cluster.metadata.get_replicas(keyspace, bound.routing_key))
+
+
+def _request(group: list[BoundStatement]) -> BoundStatement | BatchStatement:
+    if len(group) == 1:
+        return group[0]
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for statement in group:
+        batch.add(statement)
+    return batch
+
+
+def _session(target: CassandraTarget) -> Session:
+    session = _sessions.get(target)
+    if session is None:
+        cluster, session = connect(target.contact_points, target.credentials)
+        atexit.register(cluster.shutdown)
+        _sessions[target] = session
+    return session
+
+
+def _statement(
+    session: Session, target: CassandraTarget, columns: tuple[str, ...]
+) -> PreparedStatement:
+    key = (target, columns)
+    if key not in _prepared:
+        _prepared[key] = session.prepare(target.insert(columns))
+    return _prepared[key]
