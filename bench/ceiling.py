@@ -16,7 +16,9 @@ which has the contenders' table shape (``bench.fixtures.EVENTS_TABLE``):
   sink; rows grouped by their replica set (``cluster.metadata.get_replicas`` of the
   bound row's routing key) into UNLOGGED batches of at most ``--ceiling-batch-rows``
   rows and, unless one row alone is larger, at most ``--ceiling-batch-bytes`` bytes
-  counted as the sum of the bound values' serialized lengths;
+  as the sink estimates them (the sink's own grouping,
+  ``sluice_job.sinks.cassandra_batches.grouped``: values' serialized lengths plus a
+  cell timestamp each);
 * at most ``--ceiling-concurrency`` requests in flight per process
   (``cassandra.concurrent.execute_concurrent``). A failed batch is retried (after the
   others, one at a time; retries are counted) so that one timeout under load does not
@@ -51,15 +53,17 @@ So batches of 50 rows put 1.4-1.9 times as many rows per second into the table a
 batches of 10, which is why the default crosses Cassandra's
 ``unlogged_batch_across_partitions_warn_threshold`` (10: every row here is its own
 partition; Cassandra logs that once in a while, rate-limited). Bytes: a row's
-serialized values are 92-101 bytes (97 on average), so 50 rows are about 4,850 bytes,
-below the 5,000 bound (now and then a batch closes at 49); Cassandra itself counts
+serialized values are 92-101 bytes (97 on average; 169 with the sink's estimate of
+nine cell timestamps), so 50 rows are about 8,450 estimated bytes, below the 9,000
+bound (these figures were taken with the values alone against a 5,000 bound, which
+cuts at the same 50 rows); Cassandra itself counts
 the batch (its mutations, with cell timestamps and key framing) as 13.4 KiB and logs a
 ``batch_size_warn_threshold`` (5 KiB) warning for each one, far below the 50 KiB
 failure threshold: a batch of 20 rows already counts 5.4 KiB there, so only batches of
 18 rows or fewer stay silent, and 20 rows measured 7-39 % slower than 50 at the same
 processes and concurrency. One process or
 two, 32, 64 or 128 in flight: within the noise at 50 rows. Defaults: 50 rows, at most
-5,000 bytes of values, 64 in flight, one process per CPU.
+9,000 estimated bytes, 64 in flight, one process per CPU.
 
 ``python -m bench.ceiling --rows N --processes P --concurrency C --batch-rows R`` runs
 one measurement on its own (keyspace ``bench_ceiling``, dropped afterwards).
@@ -73,11 +77,11 @@ import os
 import queue
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Event as EventType
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final
 
 from cassandra.cluster import Session
 from cassandra.concurrent import execute_concurrent
@@ -93,6 +97,7 @@ from bench.fixtures import (
 )
 from sluice_dev.events import EventFactory, normalised_page
 from sluice_job.cassandra_session import connect
+from sluice_job.sinks.cassandra_batches import Bounds, estimated_size, grouped
 from sluice_job.write_order import next_version, write_version
 
 TABLE: Final = "ceiling"
@@ -112,7 +117,6 @@ EPOCH: Final = 1
 START_TIMEOUT: Final = 300.0
 """Seconds a child may take to open its session and generate its rows."""
 
-Item = TypeVar("Item")
 Say = Callable[[str], None]
 
 
@@ -125,7 +129,7 @@ class Plan:
     processes: int
     concurrency: int = 64
     batch_rows: int = 50
-    batch_bytes: int = 5_000
+    batch_bytes: int = 9_000
     """Bytes of serialized values, below Cassandra's ``batch_size_warn_threshold``
     (5 KiB); Cassandra's own count of a batch is larger (see above)."""
 
@@ -163,41 +167,6 @@ def shares(rows: int, processes: int) -> list[range]:
             result.append(range(start, end))
         start = end
     return result
-
-
-@dataclass
-class _Open(Generic[Item]):
-    items: list[Item] = field(default_factory=list)
-    size: int = 0
-
-
-def bounded_groups(
-    writes: Iterable[tuple[Hashable, int, Item]], max_rows: int, max_bytes: int
-) -> Iterator[list[Item]]:
-    """Batches of ``(group, size, item)``: items of one group only, at most
-    ``max_rows`` of them, at most ``max_bytes`` of summed size unless one item alone
-    is larger. Every item lands in exactly one batch, in input order within its group;
-    full batches come as soon as they fill, the partial ones at the end."""
-    open_batches: dict[Hashable, _Open[Item]] = {}
-    for group, size, item in writes:
-        batch = open_batches.get(group)
-        if batch is not None and batch.size + size > max_bytes:
-            yield batch.items
-            batch = None
-        if batch is None:
-            batch = open_batches[group] = _Open()
-        batch.items.append(item)
-        batch.size += size
-        if len(batch.items) >= max_rows:
-            yield batch.items
-            del open_batches[group]
-    for rest in open_batches.values():
-        yield rest.items
-
-
-def serialized_size(bound: BoundStatement) -> int:
-    """The bytes a bound row adds to a batch: its serialized values' lengths."""
-    return sum(len(v) for v in bound.values if v is not None)
 
 
 @dataclass(frozen=True)
@@ -291,14 +260,14 @@ def write_share(
     plan = job.plan
     bound = (statement.bind((*row, job.version)) for row in rows)
     keyed = (
-        (tuple(metadata.get_replicas(job.keyspace, b.routing_key)), serialized_size(b), b)
+        (tuple(metadata.get_replicas(job.keyspace, b.routing_key)), estimated_size(b.values), b)
         for b in bound
     )
     sent: deque[BatchStatement] = deque()
     failed: list[BatchStatement] = []
 
     def requests() -> Iterator[tuple[BatchStatement, None]]:
-        for group in bounded_groups(keyed, plan.batch_rows, plan.batch_bytes):
+        for group in grouped(keyed, Bounds(plan.batch_rows, plan.batch_bytes)):
             batch = _batch(group)
             sent.append(batch)
             yield batch, None

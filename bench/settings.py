@@ -53,7 +53,7 @@ class Settings:
     """Processes of the ceiling; 0: the CPU count."""
     ceiling_concurrency: int = 64
     ceiling_batch_rows: int = 50
-    ceiling_batch_bytes: int = 5_000
+    ceiling_batch_bytes: int = 9_000
     runs: int = 3
     verify: bool = True
     keep: bool = False

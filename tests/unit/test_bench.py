@@ -13,7 +13,7 @@ import pytest
 
 from bench import baseline_writer, markdown, report, summary
 from bench.batches import BatchRecord, from_sluice, from_structured
-from bench.ceiling import CeilingRun, Plan, Written, bounded_groups, row_values, shares
+from bench.ceiling import CeilingRun, Plan, Written, row_values, shares
 from bench.contenders import System, Target, pipeline_spec
 from bench.fixtures import Names
 from bench.live import Produced
@@ -273,18 +273,6 @@ def test_a_contender_fell_behind_when_its_finished_batches_lag_the_producer() ->
     assert behind.why_not == "6.0 s behind"
     lost = judged(8000, missing=3)
     assert (lost.lag, lost.sustained, lost.why_not) == (0, False, "3 probes never seen")
-
-
-def test_ceiling_batches_hold_one_replica_set_within_both_bounds() -> None:
-    writes = [("a", 40, 1), ("b", 40, 2), ("a", 40, 3), ("a", 40, 4), ("a", 500, 5), ("b", 40, 6)]
-    batches = list(bounded_groups(writes, max_rows=2, max_bytes=100))
-    assert sorted(item for batch in batches for item in batch) == [1, 2, 3, 4, 5, 6]
-    assert [1, 3] in batches  # full at two rows
-    assert [4] in batches  # closed before 4 + 5 passes 100 bytes
-    assert [5] in batches  # larger than the bound on its own: alone
-    assert [2, 6] in batches
-    groups = {item: group for group, _, item in writes}
-    assert all(len({groups[i] for i in batch}) == 1 for batch in batches)
 
 
 def test_the_ceiling_splits_rows_evenly_and_writes_the_transforms_rows() -> None:
