@@ -149,8 +149,8 @@ def description(doc: Mapping[str, Any]) -> list[str]:
         f"{_num(top.get('records_per_second'))} rows/s ({_num(top.get('processes'))} processes "
         f"x {_num(top.get('concurrency_per_process'))} in flight, token-aware UNLOGGED batches "
         f"of <= {_num(top.get('batch_rows_max'))} rows / {_num(top.get('batch_bytes_max'))} "
-        "bytes of "
-        f"values; rows counted afterwards: {_num(top.get('rows_in_table'))})."
+        "estimated bytes, "
+        f"the sink's grouping; rows counted afterwards: {_num(top.get('rows_in_table'))})."
         if top
         else "Ceiling: not measured."
     )

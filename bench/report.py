@@ -92,8 +92,9 @@ METHOD: Final = {
     "ceiling": (
         "a standalone client (bench.ceiling), alone: the backlog's rows generated in "
         "memory, ceiling.processes processes, token-aware UNLOGGED batches of rows "
-        "sharing a replica set (<= batch_rows_max rows, <= batch_bytes_max bytes of "
-        "serialized values), concurrency_per_process requests in flight, USING "
+        "sharing a replica set (<= batch_rows_max rows, <= batch_bytes_max bytes as "
+        "the sink estimates them: serialized values plus a cell timestamp each), "
+        "concurrency_per_process requests in flight, USING "
         "TIMESTAMP; rows / (last acknowledgement - first write), rows counted after"
     ),
     "fraction_of_ceiling": "a contender's backlog records/s over the ceiling's rows/s",
