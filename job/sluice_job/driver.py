@@ -20,7 +20,17 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
 from sluice_api.termination import write as write_termination
-from sluice_job import deadletter, logs, metrics, offsets, outages, reset, spark, transform
+from sluice_job import (
+    deadletter,
+    logs,
+    metrics,
+    offsets,
+    outages,
+    reader,
+    reset,
+    spark,
+    transform,
+)
 from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import (
@@ -124,7 +134,12 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             store=store,
             watermarks=WatermarkReader(kafka.librdkafka()),
             executor=SparkExecutor(
-                spark_session, kafka.java(), function, cfg.options, sink, dead_letters
+                spark_session,
+                reader.client_config(kafka.java(), group_name(cfg.namespace, cfg.pipeline)),
+                function,
+                cfg.options,
+                sink,
+                dead_letters,
             ),
             stop=stop,
             progress=progress,
