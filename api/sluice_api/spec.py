@@ -16,21 +16,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
+
+from sluice_api.pod import PodSettings
+from sluice_api.spec_base import K8S_NAME, Model
 
 ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MEMORY = r"^[0-9]+[kmgtKMGT]?$"
-K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
-
-
-class Model(BaseModel):
-    """Base: camelCase aliases, unknown fields rejected, immutable."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
 
 
 class StartingOffsets(StrEnum):
@@ -489,6 +482,13 @@ class Spark(Model):
         default_factory=Driver, description="Driver pod resources and placement."
     )
     executors: Executors = Field(default_factory=Executors, description="Executor resources.")
+    pod: PodSettings = Field(
+        default_factory=PodSettings,
+        description=(
+            "Additions to the pipeline's pods: env, envFrom, volumes and mounts, pull secrets "
+            "and policy, labels, annotations, priority class (docs/pod-settings.md)."
+        ),
+    )
     conf: dict[str, Annotated[str, Field(max_length=1024)]] = Field(
         default_factory=dict,
         max_length=SPARK_CONF_MAX,

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic import BaseModel
+
 from sluice_api import env as env_names
 from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
@@ -60,13 +62,15 @@ class Owner:
 
 def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> Manifest:
     name = naming.driver_pod(owner.name, epoch)
+    pod = spec.spark.pod
     metadata = owner.metadata(name)
-    metadata["labels"][naming.LABEL_EPOCH] = str(epoch)
+    metadata["labels"] = {**pod.labels, **metadata["labels"], naming.LABEL_EPOCH: str(epoch)}
     metadata["annotations"] = {
+        **pod.annotations,
         naming.ANNOTATION_EPOCH: str(epoch),
         naming.ANNOTATION_SPEC_HASH: spec_hash,
     }
-    return {
+    manifest: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": metadata,
@@ -83,14 +87,24 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "containers": [_driver_container(owner, spec, epoch)],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-            "nodeSelector": dict(spec.spark.driver.node_selector),
-            "tolerations": [
-                t.model_dump(by_alias=True, exclude_none=True)
-                for t in spec.spark.driver.tolerations
+            "volumes": [
+                {"name": "scratch", "emptyDir": {}},
+                *(_dump(volume) for volume in pod.volumes),
             ],
+            "nodeSelector": dict(spec.spark.driver.node_selector),
+            "tolerations": [_dump(t) for t in spec.spark.driver.tolerations],
         },
     }
+    if pod.image_pull_secrets:
+        manifest["spec"]["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    if pod.priority_class_name:
+        manifest["spec"]["priorityClassName"] = pod.priority_class_name
+    return manifest
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    """A spec model as the Kubernetes API spells it (the same camelCase names)."""
+    return model.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
 
 
 def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
@@ -99,9 +113,10 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
     return {
         "name": "driver",
         "image": spec.image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": spec.spark.pod.image_pull_policy,
         "command": ["python", "-m", "sluice_job"],
-        "env": driver_env(owner, spec, epoch),
+        "env": driver_env(owner, spec, epoch) + [_dump(e) for e in spec.spark.pod.env],
+        "envFrom": [_dump(e) for e in spec.spark.pod.env_from],
         "ports": [
             {"name": "driver", "containerPort": DRIVER_PORT},
             {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
@@ -119,7 +134,10 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
         },
         "terminationMessagePath": env_names.DEFAULT_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH}],
+        "volumeMounts": [
+            {"name": "scratch", "mountPath": SCRATCH},
+            *(_dump(mount) for mount in spec.spark.pod.volume_mounts),
+        ],
     }
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
+from sluice_api import pod
 from sluice_api.spec import DATACENTER, SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
 from sluice_api.status import PipelineStatus
 from sluice_operator import naming
@@ -313,17 +314,104 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
 }
 
+_RESERVED_ENV: Final = " || ".join(
+    [f"self.name.startsWith('{prefix}')" for prefix in pod.RESERVED_ENV_PREFIXES]
+    + ["self.name in [" + ", ".join(f"'{n}'" for n in pod.RESERVED_ENV) + "]"]
+)
+_RESERVED_KEY: Final = (
+    f"k.startsWith('{pod.RESERVED_LABEL_PREFIX}') || k in ["
+    + ", ".join(f"'{k}'" for k in pod.RESERVED_LABELS)
+    + "]"
+)
+_UP_A_LEVEL: Final = r"!self.matches('(^|/)\\.\\.(/|$)')"
+
+POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
+    "spec.spark.pod": (
+        Rule(
+            "!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes)"
+            " && self.volumes.exists(v, v.name == m.name))",
+            "spark.pod.volumeMounts names a volume that spark.pod.volumes does not have",
+            field_path=".volumeMounts",
+        ),
+    ),
+    "spec.spark.pod.env[]": (
+        Rule(
+            f"!({_RESERVED_ENV})",
+            "spark.pod.env may not set SLUICE_*, SPARK_*, PYSPARK_*, POD_NAME, POD_NAMESPACE, "
+            "POD_IP or HOME: the operator sets them",
+            field_path=".name",
+        ),
+        Rule(
+            "!(has(self.value) && has(self.valueFrom))",
+            "set value or valueFrom, not both",
+        ),
+    ),
+    "spec.spark.pod.env[].valueFrom": (
+        Rule(
+            "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+            "valueFrom takes exactly one of secretKeyRef or configMapKeyRef",
+        ),
+    ),
+    "spec.spark.pod.envFrom[]": (
+        Rule(
+            "has(self.configMapRef) != has(self.secretRef)",
+            "envFrom takes exactly one of configMapRef or secretRef",
+        ),
+    ),
+    "spec.spark.pod.volumes[]": (
+        Rule(
+            "[has(self.configMap), has(self.secret), has(self.emptyDir),"
+            " has(self.persistentVolumeClaim)].filter(x, x).size() == 1",
+            "a volume takes exactly one of configMap, secret, emptyDir or "
+            "persistentVolumeClaim (no hostPath or other node or cluster sources)",
+        ),
+        Rule("self.name != 'scratch'", "volume name 'scratch' is the driver's own"),
+    ),
+    "spec.spark.pod.volumes[].configMap.items[].path": (
+        Rule(_UP_A_LEVEL, "path must not contain '..'"),
+    ),
+    "spec.spark.pod.volumes[].secret.items[].path": (
+        Rule(_UP_A_LEVEL, "path must not contain '..'"),
+    ),
+    "spec.spark.pod.volumeMounts[]": (
+        Rule(
+            f"!(self.mountPath == '{pod.SCRATCH_MOUNT}' || self.mountPath == "
+            f"'{pod.SCRATCH_MOUNT}/' || self.mountPath.startsWith('{pod.SCRATCH_MOUNT}/'))",
+            f"{pod.SCRATCH_MOUNT} is the driver's scratch space: mount elsewhere",
+            field_path=".mountPath",
+        ),
+    ),
+    "spec.spark.pod.labels": (
+        Rule(
+            f"self.all(k, k.matches(r'{pod.LABEL_KEY}') && !({_RESERVED_KEY}))",
+            "spark.pod.labels: keys are label keys, not sluice.dev/* or "
+            "app.kubernetes.io/{name,instance,managed-by} (the operator's)",
+        ),
+    ),
+    "spec.spark.pod.annotations": (
+        Rule(
+            f"self.all(k, k.matches(r'{pod.LABEL_KEY}') && !k.startsWith("
+            f"'{pod.RESERVED_LABEL_PREFIX}'))",
+            "spark.pod.annotations: keys are annotation keys, not sluice.dev/* (the operator's)",
+        ),
+    ),
+}
+
 # Lists whose items must be unique: the API server reports the duplicate by index.
 SET_LISTS: Final = (
     "spec.source.kafka.topics",
     "spec.sink.cassandra.contactPoints",
     "spec.checkpoint.cassandra.contactPoints",
+    "spec.spark.pod.imagePullSecrets",
 )
 
 # Lists of objects keyed by a field: the API server rejects two items with one key.
 MAP_LISTS: Final[Mapping[str, tuple[str, ...]]] = {
     "spec.transform.optionsFrom": ("option",),
     "spec.offsetReset.offsets": ("topic", "partition"),
+    "spec.spark.pod.env": ("name",),
+    "spec.spark.pod.volumes": ("name",),
+    "spec.spark.pod.volumeMounts": ("mountPath",),
 }
 
 SPEC_DESCRIPTION: Final = (
@@ -357,7 +445,7 @@ def spec_schema() -> Schema:
     raw = model_schema()
     result = structural(raw, raw.get("$defs", {}))
     result["description"] = SPEC_DESCRIPTION
-    for path, rules in SPEC_RULES.items():
+    for path, rules in {**SPEC_RULES, **POD_RULES}.items():
         _at(result, path)["x-kubernetes-validations"] = [rule.render() for rule in rules]
     for path in SET_LISTS:
         _at(result, path)["x-kubernetes-list-type"] = "set"

@@ -450,6 +450,101 @@ INVALID = {
         "spec.offsetReset.offsets[1]",
         "Duplicate value",
     ),
+    "pod-env-reserved": Invalid(
+        changed("spark.pod", {"env": [{"name": "SLUICE_CONFIG", "value": "{}"}]}),
+        "spec.spark.pod.env[0].name",
+        "the operator sets them",
+    ),
+    "pod-env-value-and-from": Invalid(
+        changed(
+            "spark.pod",
+            {
+                "env": [
+                    {
+                        "name": "TOKEN",
+                        "value": "x",
+                        "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}},
+                    }
+                ]
+            },
+        ),
+        "spec.spark.pod.env[0]",
+        "set value or valueFrom, not both",
+    ),
+    "pod-env-from-nothing": Invalid(
+        changed("spark.pod", {"envFrom": [{"prefix": "X_"}]}),
+        "spec.spark.pod.envFrom[0]",
+        "exactly one of configMapRef or secretRef",
+    ),
+    "pod-host-path": Invalid(
+        changed("spark.pod", {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+        "spec.spark.pod.volumes[0].hostPath",
+        "unknown field",
+    ),
+    "pod-volume-two-sources": Invalid(
+        changed(
+            "spark.pod",
+            {"volumes": [{"name": "v", "emptyDir": {}, "secret": {"secretName": "s"}}]},
+        ),
+        "spec.spark.pod.volumes[0]",
+        "exactly one of configMap, secret, emptyDir or persistentVolumeClaim",
+    ),
+    "pod-mount-unknown-volume": Invalid(
+        changed("spark.pod", {"volumeMounts": [{"name": "ca", "mountPath": "/etc/ca"}]}),
+        "spec.spark.pod.volumeMounts",
+        "names a volume that spark.pod.volumes does not have",
+    ),
+    "pod-mount-scratch": Invalid(
+        changed(
+            "spark.pod",
+            {
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "volumeMounts": [{"name": "v", "mountPath": "/tmp/spark"}],
+            },
+        ),
+        "spec.spark.pod.volumeMounts[0].mountPath",
+        "scratch space",
+    ),
+    "pod-secret-path-escapes": Invalid(
+        changed(
+            "spark.pod",
+            {
+                "volumes": [
+                    {
+                        "name": "v",
+                        "secret": {"secretName": "s", "items": [{"key": "k", "path": "a/../../x"}]},
+                    }
+                ]
+            },
+        ),
+        "spec.spark.pod.volumes[0].secret.items[0].path",
+        "must not contain '..'",
+    ),
+    "pod-pull-policy": Invalid(
+        changed("spark.pod", {"imagePullPolicy": "Sometimes"}),
+        "spec.spark.pod.imagePullPolicy",
+        "should match",
+    ),
+    "pod-label-reserved": Invalid(
+        changed("spark.pod", {"labels": {"sluice.dev/pipeline": "other"}}),
+        "spec.spark.pod.labels",
+        "not sluice.dev/*",
+    ),
+    "pod-label-key": Invalid(
+        changed("spark.pod", {"labels": {"a b": "c"}}),
+        "spec.spark.pod.labels",
+        "keys are label keys",
+    ),
+    "pod-label-value": Invalid(
+        changed("spark.pod", {"labels": {"team": "a b"}}),
+        "spec.spark.pod.labels.team",
+        "should match",
+    ),
+    "pod-volume-twice": Invalid(
+        changed("spark.pod", {"volumes": [{"name": "v", "emptyDir": {}}] * 2}),
+        "spec.spark.pod.volumes[1]",
+        "Duplicate value",
+    ),
     "unknown-field": Invalid({**EXAMPLE, "sourc": {}}, "spec.sourc", 'unknown field "spec.sourc"'),
     "pipeline-name": Invalid(
         EXAMPLE,

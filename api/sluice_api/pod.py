@@ -1,0 +1,282 @@
+"""What a pipeline may add to its pods: ``spec.spark.pod``.
+
+Real clusters need more on a driver pod than an image: environment from ConfigMaps and
+Secrets, mounted files (a CA bundle, a keytab, a config file), a pull secret for a
+private registry, labels and annotations their tooling selects by, a priority class.
+These are explicit fields, not a pod template (the Spark and Flink operators take a
+template): every field here is one a tenant who may create a pipeline may also set
+on a pod of their own, and nothing here can reach the node (no hostPath, no host
+network, no privileged or root container) or weaken the restricted security context
+the operator sets. A name the driver relies on (``SLUICE_*``, ``SPARK_*`` and the
+other reserved environment variables, the ``sluice.dev/`` labels, the scratch mount
+at ``/tmp``) cannot be overridden.
+
+Every rule here is also a CEL rule of the CRD (``sluice_operator.crd``), so the API
+server rejects a bad manifest naming the field; the model's validators say the same
+for the driver and for tests without an API server.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from sluice_api.names import GROUP
+from sluice_api.spec_base import K8S_NAME, Model
+
+ENV_NAME: Final = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+KEY: Final = r"^[-._a-zA-Z0-9]+$"
+DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+QUANTITY: Final = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+LABEL_KEY: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE: Final = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
+
+RESERVED_ENV_PREFIXES: Final = ("SLUICE_", "SPARK_", "PYSPARK_")
+"""The driver's configuration and Spark's own variables."""
+RESERVED_ENV: Final = ("POD_NAME", "POD_NAMESPACE", "POD_IP", "HOME")
+SCRATCH_MOUNT: Final = "/tmp"
+"""The driver's writable scratch space (the root filesystem is read-only)."""
+RESERVED_LABEL_PREFIX: Final = f"{GROUP}/"
+RESERVED_LABELS: Final = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+)
+
+ObjectName = Annotated[str, Field(pattern=K8S_NAME, max_length=253)]
+
+
+def reserved_env(name: str) -> bool:
+    return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES)
+
+
+def reserved_label(key: str) -> bool:
+    return key in RESERVED_LABELS or key.startswith(RESERVED_LABEL_PREFIX)
+
+
+class KeyRef(Model):
+    """One key of a Secret or ConfigMap of the pipeline's namespace."""
+
+    name: ObjectName = Field(description="Name of the Secret or ConfigMap.")
+    key: str = Field(pattern=KEY, max_length=253, description="Key in it.")
+    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+
+
+class EnvSource(Model):
+    secret_key_ref: KeyRef | None = Field(default=None, description="A key of a Secret.")
+    config_map_key_ref: KeyRef | None = Field(default=None, description="A key of a ConfigMap.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("valueFrom takes exactly one of secretKeyRef or configMapKeyRef")
+        return self
+
+
+class EnvVar(Model):
+    name: str = Field(
+        pattern=ENV_NAME,
+        max_length=256,
+        description="Variable name; not SLUICE_*, SPARK_*, PYSPARK_*, POD_*, HOME.",
+    )
+    value: str | None = Field(default=None, max_length=32768, description="A literal value.")
+    value_from: EnvSource | None = Field(
+        default=None, description="The value from a Secret or ConfigMap key."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if reserved_env(value):
+            raise ValueError(f"{value} is set by the operator (SLUICE_*, SPARK_*, ...)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_value(self) -> Self:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError(f"env {self.name}: set value or valueFrom, not both")
+        return self
+
+
+class NameRef(Model):
+    name: ObjectName = Field(description="Name of the Secret or ConfigMap.")
+    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+
+
+class EnvFrom(Model):
+    prefix: str | None = Field(
+        default=None, pattern=ENV_NAME, max_length=64, description="Prefix of every name."
+    )
+    config_map_ref: NameRef | None = Field(default=None, description="Every key of a ConfigMap.")
+    secret_ref: NameRef | None = Field(default=None, description="Every key of a Secret.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.config_map_ref is None) == (self.secret_ref is None):
+            raise ValueError("envFrom takes exactly one of configMapRef or secretRef")
+        return self
+
+
+class KeyToPath(Model):
+    key: str = Field(pattern=KEY, max_length=253, description="Key in the source.")
+    path: str = Field(
+        pattern=r"^[^/]",
+        max_length=253,
+        description="Relative file path in the volume.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError("path must not contain '..'")
+        return value
+
+
+class ConfigMapVolume(Model):
+    name: ObjectName = Field(description="ConfigMap of the namespace.")
+    items: list[KeyToPath] = Field(
+        default_factory=list, max_length=16, description="Keys to mount; default all."
+    )
+    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+
+
+class SecretVolume(Model):
+    secret_name: ObjectName = Field(description="Secret of the namespace.")
+    items: list[KeyToPath] = Field(
+        default_factory=list, max_length=16, description="Keys to mount; default all."
+    )
+    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+
+
+class EmptyDirVolume(Model):
+    medium: str | None = Field(
+        default=None, pattern=r"^(Memory)?$", description="'' (node disk) or Memory."
+    )
+    size_limit: str | None = Field(
+        default=None, pattern=QUANTITY, description="Size limit, e.g. 1Gi."
+    )
+
+
+class ClaimVolume(Model):
+    claim_name: ObjectName = Field(description="PersistentVolumeClaim of the namespace.")
+    read_only: bool = Field(default=False, description="Mount read-only.")
+
+
+VOLUME_SOURCES: Final = ("configMap", "secret", "emptyDir", "persistentVolumeClaim")
+
+
+class Volume(Model):
+    """A volume of the pipeline's pods: a ConfigMap, a Secret, an emptyDir or a claim;
+    no source that reaches the node or another namespace."""
+
+    name: str = Field(
+        pattern=DNS_LABEL, max_length=63, description="Volume name, referenced by volumeMounts."
+    )
+    config_map: ConfigMapVolume | None = Field(default=None, description="Files of a ConfigMap.")
+    secret: SecretVolume | None = Field(default=None, description="Files of a Secret.")
+    empty_dir: EmptyDirVolume | None = Field(default=None, description="A scratch directory.")
+    persistent_volume_claim: ClaimVolume | None = Field(
+        default=None, description="A PersistentVolumeClaim."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _not_scratch(cls, value: str) -> str:
+        if value == "scratch":
+            raise ValueError("volume name 'scratch' is the driver's own")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        sources = [self.config_map, self.secret, self.empty_dir, self.persistent_volume_claim]
+        if sum(s is not None for s in sources) != 1:
+            raise ValueError(f"volume {self.name}: set exactly one of {', '.join(VOLUME_SOURCES)}")
+        return self
+
+
+class VolumeMount(Model):
+    name: str = Field(
+        pattern=DNS_LABEL, max_length=63, description="A volume of spark.pod.volumes."
+    )
+    mount_path: str = Field(
+        pattern=r"^/", max_length=1024, description="Absolute path; not /tmp or below it."
+    )
+    read_only: bool = Field(default=False, description="Mount read-only.")
+    sub_path: str | None = Field(
+        default=None, pattern=r"^[^/]", max_length=1024, description="Path inside the volume."
+    )
+
+    @field_validator("mount_path")
+    @classmethod
+    def _not_scratch(cls, value: str) -> str:
+        if value.rstrip("/") == SCRATCH_MOUNT or value.startswith(SCRATCH_MOUNT + "/"):
+            raise ValueError(f"{SCRATCH_MOUNT} is the driver's scratch space")
+        return value
+
+
+class PodSettings(Model):
+    """Additions to the pipeline's pods (docs/pod-settings.md)."""
+
+    env: list[EnvVar] = Field(default_factory=list, max_length=128, description="Environment.")
+    env_from: list[EnvFrom] = Field(
+        default_factory=list, max_length=16, description="Environment from whole objects."
+    )
+    volumes: list[Volume] = Field(default_factory=list, max_length=16, description="Volumes.")
+    volume_mounts: list[VolumeMount] = Field(
+        default_factory=list, max_length=16, description="Where the volumes are mounted."
+    )
+    image_pull_secrets: list[ObjectName] = Field(
+        default_factory=list, max_length=8, description="Secrets to pull the image with."
+    )
+    image_pull_policy: str = Field(
+        default="IfNotPresent",
+        pattern=r"^(Always|IfNotPresent|Never)$",
+        description="Always, IfNotPresent or Never.",
+    )
+    labels: dict[str, Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Labels of the pods; not sluice.dev/* or app.kubernetes.io/{name,instance,"
+        "managed-by}.",
+    )
+    annotations: dict[str, Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=dict, max_length=32, description="Annotations; not sluice.dev/*."
+    )
+    priority_class_name: ObjectName | None = Field(
+        default=None, description="PriorityClass of the pods."
+    )
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not re.match(LABEL_KEY, k) or len(k) > 317]
+        if bad:
+            raise ValueError(f"not a label or annotation key: {', '.join(sorted(bad))}")
+        reserved = [k for k in value if reserved_label(k)]
+        if reserved:
+            raise ValueError(f"set by the operator: {', '.join(sorted(reserved))}")
+        return value
+
+    @model_validator(mode="after")
+    def _mounts(self) -> Self:
+        names = [v.name for v in self.volumes]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"volume name used twice: {', '.join(twice)}")
+        unknown = sorted({m.name for m in self.volume_mounts} - set(names))
+        if unknown:
+            raise ValueError(
+                "spark.pod.volumeMounts names a volume that spark.pod.volumes does not have: "
+                + ", ".join(unknown)
+            )
+        paths = [m.mount_path for m in self.volume_mounts]
+        again = sorted({p for p in paths if paths.count(p) > 1})
+        if again:
+            raise ValueError(f"mountPath used twice: {', '.join(again)}")
+        return self

@@ -1,0 +1,161 @@
+"""``spec.spark.pod``: what a pipeline adds to its pods, and what it may not touch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from sluice_api.spec import PipelineSpec
+from sluice_operator import builders
+
+pytestmark = pytest.mark.unit
+
+OWNER = builders.Owner("orders", "team-a", "uid-1")
+
+
+def spec(pod: dict[str, Any]) -> PipelineSpec:
+    return PipelineSpec.model_validate(
+        {
+            "image": "registry.example.com/team-a/orders:1",
+            "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["orders"]}},
+            "transform": {"entrypoint": "orders.transform:run"},
+            "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
+            "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+            "spark": {"executors": {"instances": 0}, "pod": pod},
+        }
+    )
+
+
+FULL: dict[str, Any] = {
+    "env": [
+        {"name": "TZ", "value": "UTC"},
+        {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
+    ],
+    "envFrom": [{"configMapRef": {"name": "orders-config"}, "prefix": "ORDERS_"}],
+    "volumes": [
+        {
+            "name": "ca",
+            "secret": {"secretName": "ca-bundle", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+        },
+        {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+    ],
+    "volumeMounts": [
+        {"name": "ca", "mountPath": "/etc/orders/ca", "readOnly": True},
+        {"name": "cache", "mountPath": "/var/cache/orders"},
+    ],
+    "imagePullSecrets": ["registry-team-a"],
+    "imagePullPolicy": "Always",
+    "labels": {"team": "a", "cost-center": "42"},
+    "annotations": {"example.com/owner": "orders@example.com"},
+    "priorityClassName": "pipelines-high",
+}
+
+
+def test_the_driver_pod_carries_every_pod_setting() -> None:
+    pod = builders.driver_pod(OWNER, spec(FULL), 3, "hash")
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TZ"]["value"] == "UTC"
+    assert env["API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "api",
+        "key": "token",
+        "optional": False,
+    }
+    assert container["envFrom"] == [
+        {"prefix": "ORDERS_", "configMapRef": {"name": "orders-config", "optional": False}}
+    ]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["ca"]["secret"]["secretName"] == "ca-bundle"
+    assert volumes["cache"]["emptyDir"] == {"sizeLimit": "1Gi"}
+    assert "scratch" in volumes
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/orders/ca"] == {
+        "name": "ca",
+        "mountPath": "/etc/orders/ca",
+        "readOnly": True,
+    }
+    assert mounts["/tmp"]["name"] == "scratch"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry-team-a"}]
+    assert container["imagePullPolicy"] == "Always"
+    assert pod["spec"]["priorityClassName"] == "pipelines-high"
+    assert pod["metadata"]["labels"]["team"] == "a"
+    assert pod["metadata"]["annotations"]["example.com/owner"] == "orders@example.com"
+
+
+def test_pod_settings_leave_the_restricted_security_context_and_the_operators_names() -> None:
+    plain = builders.driver_pod(OWNER, spec({}), 3, "hash")
+    full = builders.driver_pod(OWNER, spec(FULL), 3, "hash")
+    assert full["spec"]["securityContext"] == plain["spec"]["securityContext"]
+    assert (
+        full["spec"]["containers"][0]["securityContext"]
+        == plain["spec"]["containers"][0]["securityContext"]
+    )
+    assert full["spec"]["serviceAccountName"] == plain["spec"]["serviceAccountName"]
+    for key, value in plain["metadata"]["labels"].items():
+        assert full["metadata"]["labels"][key] == value
+    ours = {e["name"] for e in plain["spec"]["containers"][0]["env"]}
+    assert [e["name"] for e in full["spec"]["containers"][0]["env"]][: len(ours)] == [
+        e["name"] for e in plain["spec"]["containers"][0]["env"]
+    ]
+
+
+def test_without_pod_settings_the_pod_is_as_before() -> None:
+    pod = builders.driver_pod(OWNER, spec({}), 1, "hash")
+    assert "imagePullSecrets" not in pod["spec"]
+    assert "priorityClassName" not in pod["spec"]
+    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+REFUSED = {
+    "reserved env": ({"env": [{"name": "SLUICE_EPOCH", "value": "9"}]}, "set by the operator"),
+    "spark env": ({"env": [{"name": "SPARK_CONF", "value": "{}"}]}, "set by the operator"),
+    "home": ({"env": [{"name": "HOME", "value": "/"}]}, "set by the operator"),
+    "value and valueFrom": (
+        {
+            "env": [
+                {
+                    "name": "A",
+                    "value": "1",
+                    "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}},
+                }
+            ]
+        },
+        "not both",
+    ),
+    "hostPath": ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "hostPath"),
+    "no source": ({"volumes": [{"name": "v"}]}, "exactly one of"),
+    "scratch volume": ({"volumes": [{"name": "scratch", "emptyDir": {}}]}, "driver's own"),
+    "mount of no volume": (
+        {"volumeMounts": [{"name": "x", "mountPath": "/etc/x"}]},
+        "names a volume that spark.pod.volumes does not have",
+    ),
+    "mount over scratch": (
+        {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v", "mountPath": "/tmp"}],
+        },
+        "scratch space",
+    ),
+    "path escapes": (
+        {
+            "volumes": [
+                {"name": "v", "configMap": {"name": "c", "items": [{"key": "k", "path": "../x"}]}}
+            ]
+        },
+        "'..'",
+    ),
+    "reserved label": ({"labels": {"sluice.dev/epoch": "1"}}, "set by the operator"),
+    "managed-by label": ({"labels": {"app.kubernetes.io/managed-by": "me"}}, "set by the operator"),
+    "bad label key": ({"labels": {"a b": "c"}}, "not a label or annotation key"),
+    "privileged": ({"securityContext": {"privileged": True}}, "securityContext"),
+    "service account": ({"serviceAccountName": "admin"}, "serviceAccountName"),
+}
+
+
+@pytest.mark.parametrize(("pod", "says"), REFUSED.values(), ids=REFUSED.keys())
+def test_refused_pod_settings_name_the_problem(pod: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValidationError, match=says):
+        spec(pod)
