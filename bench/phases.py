@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -65,6 +63,7 @@ from sluice_job import keys, reader
 from sluice_job.examples.events import transform
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget
+from sluice_job.watermarks import WatermarkReader
 
 TABLE: Final = "phases"
 KEY: Final = ("event_id",)
@@ -184,16 +183,11 @@ def halves(end: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return (0, end // 2), (end // 2, end)
 
 
-def partition_ends(topic: str, partitions: int) -> list[int]:
-    """Each partition's end offset (records are spread by key, not evenly)."""
-    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "sluice-bench-phases"})
-    try:
-        return [
-            int(consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=10)[1])
-            for p in range(partitions)
-        ]
-    finally:
-        consumer.close()
+def partition_ends(topic: str) -> list[int]:
+    """Each partition's end offset (records are spread by key, not evenly), read as
+    the driver reads them."""
+    marks = WatermarkReader({"bootstrap.servers": BOOTSTRAP}).fetch([topic])
+    return [marks[tp].high for tp in sorted(marks)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -236,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for result in measure(
                     spark,
                     topic,
-                    partition_ends(topic, args.partitions),
+                    partition_ends(topic),
                     args.repeats,
                     sink,
                     kafka,

@@ -41,6 +41,8 @@ RESERVED_ENV_PREFIXES: Final = ("SLUICE_", "SPARK_", "PYSPARK_")
 RESERVED_ENV: Final = ("POD_NAME", "POD_NAMESPACE", "POD_IP", "HOME")
 SCRATCH_MOUNT: Final = "/tmp"
 """The driver's writable scratch space (the root filesystem is read-only)."""
+SCRATCH_VOLUME: Final = "scratch"
+"""The emptyDir mounted at :data:`SCRATCH_MOUNT`."""
 RESERVED_LABEL_PREFIX: Final = f"{GROUP}/"
 RESERVED_LABELS: Final = (
     "app.kubernetes.io/name",
@@ -188,8 +190,8 @@ class Volume(Model):
     @field_validator("name")
     @classmethod
     def _not_scratch(cls, value: str) -> str:
-        if value == "scratch":
-            raise ValueError("volume name 'scratch' is the driver's own")
+        if value == SCRATCH_VOLUME:
+            raise ValueError(f"volume name {SCRATCH_VOLUME!r} is the driver's own")
         return value
 
     @model_validator(mode="after")

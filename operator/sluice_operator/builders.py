@@ -18,6 +18,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from sluice_api import env as env_names
+from sluice_api import pod as pod_settings
 from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
 
@@ -29,7 +30,7 @@ METRICS_PORT: Final = 8090
 RUN_AS_USER: Final = 185  # the uid of the Spark images
 STOP_MARGIN_SECONDS: Final = 15
 """Grace beyond ``upgrade.stopTimeoutSeconds``: the driver's own watchdog exits first."""
-SCRATCH: Final = "/tmp"
+SCRATCH: Final = pod_settings.SCRATCH_MOUNT
 API_SERVER: Final = "https://kubernetes.default.svc:443"
 
 
@@ -88,7 +89,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             },
             "containers": [_driver_container(owner, spec, epoch)],
             "volumes": [
-                {"name": "scratch", "emptyDir": {}},
+                {"name": pod_settings.SCRATCH_VOLUME, "emptyDir": {}},
                 *(_dump(volume) for volume in pod.volumes),
             ],
             "nodeSelector": dict(spec.spark.driver.node_selector),
@@ -104,7 +105,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
     """A spec model as the Kubernetes API spells it (the same camelCase names)."""
-    return model.model_dump(by_alias=True, exclude_none=True, exclude_defaults=False)
+    return model.model_dump(by_alias=True, exclude_none=True)
 
 
 def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
@@ -135,7 +136,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
         "terminationMessagePath": env_names.DEFAULT_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
-            {"name": "scratch", "mountPath": SCRATCH},
+            {"name": pod_settings.SCRATCH_VOLUME, "mountPath": SCRATCH},
             *(_dump(mount) for mount in spec.spark.pod.volume_mounts),
         ],
     }

@@ -365,7 +365,10 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "a volume takes exactly one of configMap, secret, emptyDir or "
             "persistentVolumeClaim (no hostPath or other node or cluster sources)",
         ),
-        Rule("self.name != 'scratch'", "volume name 'scratch' is the driver's own"),
+        Rule(
+            f"self.name != '{pod.SCRATCH_VOLUME}'",
+            f"volume name '{pod.SCRATCH_VOLUME}' is the driver's own",
+        ),
     ),
     "spec.spark.pod.volumes[].configMap.items[].path": (
         Rule(_UP_A_LEVEL, "path must not contain '..'"),

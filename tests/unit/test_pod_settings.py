@@ -95,10 +95,8 @@ def test_pod_settings_leave_the_restricted_security_context_and_the_operators_na
     assert full["spec"]["serviceAccountName"] == plain["spec"]["serviceAccountName"]
     for key, value in plain["metadata"]["labels"].items():
         assert full["metadata"]["labels"][key] == value
-    ours = {e["name"] for e in plain["spec"]["containers"][0]["env"]}
-    assert [e["name"] for e in full["spec"]["containers"][0]["env"]][: len(ours)] == [
-        e["name"] for e in plain["spec"]["containers"][0]["env"]
-    ]
+    ours = [e["name"] for e in plain["spec"]["containers"][0]["env"]]
+    assert [e["name"] for e in full["spec"]["containers"][0]["env"]][: len(ours)] == ours
 
 
 def test_without_pod_settings_the_pod_is_as_before() -> None:
