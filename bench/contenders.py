@@ -54,11 +54,23 @@ class Target:
     cap: int
     interval: float
     driver_memory: str
+    sink_batch_rows: int = 0
+    """``sink.cassandra.batchRows``; 0 leaves the spec's default."""
+    sink_batch_bytes: int = 0
+    """``sink.cassandra.batchBytes``; 0 leaves the spec's default."""
 
 
 def pipeline_spec(target: Target) -> dict[str, Any]:
     """The StreamingPipeline spec both contenders run (camelCase, as users write it)."""
     cassandra = {"contactPoints": [target.contact], "keyspace": target.keyspace}
+    batching = {
+        key: value
+        for key, value in (
+            ("batchRows", target.sink_batch_rows),
+            ("batchBytes", target.sink_batch_bytes),
+        )
+        if value
+    }
     return {
         "image": "local/sluice-bench",
         "source": {
@@ -70,7 +82,7 @@ def pipeline_spec(target: Target) -> dict[str, Any]:
             }
         },
         "transform": {"entrypoint": TRANSFORM, "options": {}},
-        "sink": {"cassandra": {**cassandra, "table": target.table}},
+        "sink": {"cassandra": {**cassandra, "table": target.table, **batching}},
         "checkpoint": {"cassandra": cassandra},
         "trigger": {"intervalSeconds": target.interval},
         "spark": {"driver": {"cores": 2, "memory": target.driver_memory}},

@@ -143,6 +143,13 @@ def description(doc: Mapping[str, Any]) -> list[str]:
     p, w, m = doc["parameters"], doc["workload"], doc["machine"]
     top = doc.get("ceiling") or {}
     rates = ", ".join(f"{phase} {_num(rate)}" for phase, rate in (doc.get("rates") or {}).items())
+    sink_rows, sink_bytes = p.get("sink_batch_rows") or 0, p.get("sink_batch_bytes") or 0
+    sink_line = (
+        f" Sluice's sink batches: batchRows {sink_rows or 'default'}, batchBytes "
+        f"{sink_bytes or 'default'}."
+        if sink_rows or sink_bytes
+        else ""
+    )
     ceiling_line = (
         f"Ceiling: a standalone client alone writes {_num(top.get('rows'))} rows of the "
         f"same table shape in {_num(top.get('seconds'), 1)} s = "
@@ -161,7 +168,7 @@ def description(doc: Mapping[str, Any]) -> list[str]:
         f" records/partition/batch (Structured Streaming `maxOffsetsPerTrigger` "
         f"{w['structured_max_offsets_per_trigger']:,}). Spark {m['spark']} local[2] for both; "
         f"{m['cpus']} CPUs, load average before {m['load_average_before'][0]}, after "
-        f"{m['load_average'][0]}.",
+        f"{m['load_average'][0]}.{sink_line}",
         "",
         ceiling_line,
         "",

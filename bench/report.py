@@ -34,7 +34,8 @@ WRITER: Final = {
     System.STRUCTURED: (
         "user-written, bench.baseline_writer: frame.rdd.foreachPartition over Rows, one "
         "prepared INSERT ... USING TIMESTAMP per row, execute_concurrent_with_args with "
-        "concurrency 64, a session per Python worker"
+        "concurrency 64, a session per Python worker; its Kafka reads keep the "
+        "connector's defaults (fetch.max.wait.ms 500 ms), as a user's job would"
     ),
 }
 WRITER_SHORT: Final = {

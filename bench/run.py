@@ -121,6 +121,8 @@ class Bench:
             cap=s.cap,
             interval=interval,
             driver_memory=s.driver_memory,
+            sink_batch_rows=s.sink_batch_rows,
+            sink_batch_bytes=s.sink_batch_bytes,
         )
 
     def start(self, system: System, target: Target, pipeline: str) -> Contender:

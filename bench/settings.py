@@ -54,6 +54,10 @@ class Settings:
     ceiling_concurrency: int = 64
     ceiling_batch_rows: int = 50
     ceiling_batch_bytes: int = 9_000
+    sink_batch_rows: int = 0
+    """Sluice's ``sink.cassandra.batchRows``; 0: the spec's default."""
+    sink_batch_bytes: int = 0
+    """Sluice's ``sink.cassandra.batchBytes``; 0: the spec's default."""
     runs: int = 3
     verify: bool = True
     keep: bool = False
@@ -118,6 +122,8 @@ FLAGS: Final = {
     "ceiling_concurrency": "requests in flight per ceiling process",
     "ceiling_batch_rows": "rows per unlogged batch of the ceiling",
     "ceiling_batch_bytes": "bytes of serialized values per batch of the ceiling",
+    "sink_batch_rows": "Sluice's sink.cassandra.batchRows (0: the spec's default)",
+    "sink_batch_bytes": "Sluice's sink.cassandra.batchBytes (0: the spec's default)",
     "label": "label of the results (full, smoke, ...)",
 }
 
