@@ -78,6 +78,9 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": naming.service_account(owner.name),
+            # Only a driver that starts executor pods talks to the API server; without
+            # executors the user's code in it gets no token at all.
+            "automountServiceAccountToken": spec.spark.executors.instances > 0,
             "terminationGracePeriodSeconds": spec.upgrade.stop_timeout_seconds
             + STOP_MARGIN_SECONDS,
             "securityContext": {
@@ -89,7 +92,10 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             },
             "containers": [_driver_container(owner, spec, epoch)],
             "volumes": [
-                {"name": pod_settings.SCRATCH_VOLUME, "emptyDir": {}},
+                {
+                    "name": pod_settings.SCRATCH_VOLUME,
+                    "emptyDir": {"sizeLimit": spec.spark.driver.scratch},
+                },
                 *(_dump(volume) for volume in pod.volumes),
             ],
             "nodeSelector": dict(spec.spark.driver.node_selector),
@@ -124,8 +130,15 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "resources": {
-            "requests": {"cpu": str(spec.spark.driver.cores), "memory": f"{memory + overhead}Mi"},
-            "limits": {"memory": f"{memory + overhead}Mi"},
+            "requests": {
+                "cpu": str(spec.spark.driver.cores),
+                "memory": f"{memory + overhead}Mi",
+                "ephemeral-storage": spec.spark.driver.scratch,
+            },
+            "limits": {
+                "memory": f"{memory + overhead}Mi",
+                "ephemeral-storage": spec.spark.driver.scratch,
+            },
         },
         "securityContext": {
             "allowPrivilegeEscalation": False,

@@ -103,7 +103,7 @@ def test_without_pod_settings_the_pod_is_as_before() -> None:
     pod = builders.driver_pod(OWNER, spec({}), 1, "hash")
     assert "imagePullSecrets" not in pod["spec"]
     assert "priorityClassName" not in pod["spec"]
-    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}]
     assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
 
 
