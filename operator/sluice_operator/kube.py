@@ -9,6 +9,7 @@ subresource, so every action can safely be repeated by a restarted operator.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -33,6 +34,9 @@ LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
+METADATA_ONLY: Final = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+"""Asks the API server for an object's metadata only (``consent`` reads a Secret's
+labels this way, so a Secret's data never reaches the operator)."""
 CONNECTIONS: Final = 32
 """HTTP connections to the API server: one per reconcile thread (handlers.py), so a
 burst of pipelines does not queue for the client's default handful."""
@@ -96,6 +100,30 @@ class Kube:
                     continue
                 raise
             result[name] = node_view(node)
+        return result
+
+    def secret_labels(
+        self, namespace: str, names: Iterable[str]
+    ) -> dict[str, dict[str, str] | None]:
+        """Each named Secret's labels, ``None`` for one that does not exist."""
+        result: dict[str, dict[str, str] | None] = {}
+        for name in dict.fromkeys(names):
+            try:
+                reply = self.core.read_namespaced_secret(
+                    name,
+                    namespace,
+                    _headers=METADATA_ONLY,
+                    _preload_content=False,
+                    _request_timeout=TIMEOUT,
+                )
+            except ApiException as err:
+                if err.status == 404:
+                    result[name] = None
+                    continue
+                raise
+            raw = cast(Any, reply).data  # the HTTP response: _preload_content=False
+            metadata = json.loads(raw).get("metadata") or {}
+            result[name] = dict(metadata.get("labels") or {})
         return result
 
     # -- act -------------------------------------------------------------------

@@ -236,6 +236,7 @@ OPERATOR_CALLS = {
     ("", "pods", "delete"),
     ("", "services", "create"),
     ("", "serviceaccounts", "create"),
+    ("", "secrets", "get"),  # labels only (consent.py), asked as PartialObjectMetadata
     ("rbac.authorization.k8s.io", "roles", "create"),
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),

@@ -77,6 +77,8 @@ What the operator does in a namespace it watches, derived from its code:
   kube.driver_pods, CreatePod, StopPod/RemovePod);
 - serviceaccounts, roles, rolebindings create: each pipeline's driver identity
   (builders.supporting);
+- secrets get: the labels of the Secrets a pipeline names (consent.py), asked for as
+  metadata only (PartialObjectMetadata), before a driver pod is created;
 - pods, services, configmaps, persistentvolumeclaims with the driver's verbs: the
   driver Role (builders.DRIVER_RULES) grants these to the driver, and the API server
   lets a creator grant only what it holds (RBAC escalation prevention); this also
@@ -96,6 +98,9 @@ What the operator does in a namespace it watches, derived from its code:
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [create]
