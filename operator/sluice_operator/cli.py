@@ -21,6 +21,7 @@ import kopf
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice_api.logformat import JsonFormatter
+from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, Label
 
 
@@ -55,6 +56,15 @@ def parser() -> argparse.ArgumentParser:
             f"(default {DEFAULT_LABEL}; empty: any Secret of the namespace)"
         ),
     )
+    result.add_argument(
+        "--driver-cluster-role",
+        default=DRIVER_CLUSTER_ROLE,
+        metavar="NAME",
+        help=(
+            "ClusterRole bound (per pipeline, in its namespace) to a driver that runs "
+            f"executor pods (default {DRIVER_CLUSTER_ROLE}; the chart ships it)"
+        ),
+    )
     result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
 
@@ -75,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sluice_operator import handlers  # registers the handlers with kopf
 
     handlers.SETTINGS = dataclasses.replace(
-        handlers.SETTINGS, secret_label=Label.parse(args.secret_label)
+        handlers.SETTINGS,
+        secret_label=Label.parse(args.secret_label),
+        driver_cluster_role=args.driver_cluster_role,
     )
     kube = handlers.kube()
     leading = threading.Event()

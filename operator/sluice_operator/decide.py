@@ -80,6 +80,8 @@ class Settings:
     any Secret of the namespace."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
+    driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
+    """The ClusterRole a driver with executors is bound to in its namespace."""
 
 
 DEFAULTS = Settings()
@@ -403,7 +405,7 @@ def _start(
         (
             *actions,
             WriteStatus(status),
-            EnsureObjects(tuple(builders.supporting(owner))),
+            EnsureObjects(tuple(builders.supporting(owner, spec, settings.driver_cluster_role))),
             CreatePod(builders.driver_pod(owner, spec, epoch, digest)),
             Emit("Normal", "DriverCreated", f"{status.driver_pod} (epoch {epoch}, {spec.image})"),
         ),

@@ -48,9 +48,10 @@ class Kube:
         self.core = client.CoreV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
-        self.ensured: set[str] = set()
-        """Pipelines (uids) whose supporting objects this process has created; a
-        refused driver pod forgets its pipeline, so the next start checks again."""
+        self.ensured: dict[str, int] = {}
+        """Pipelines (uids) whose supporting objects this process has created, with how
+        many (a pipeline that gains executors needs more); a refused driver pod forgets its
+        pipeline, so the next start checks again."""
 
     @classmethod
     def from_environment(cls) -> Kube:
@@ -144,12 +145,12 @@ class Kube:
                     _request_timeout=TIMEOUT,
                 )
             case EnsureObjects(manifests):
-                if uid is not None and uid in self.ensured:
+                if uid is not None and self.ensured.get(uid) == len(manifests):
                     return  # created by this process already (409s cost a write each)
                 for manifest in manifests:
                     self.ensure(manifest)
                 if uid is not None:
-                    self.ensured.add(uid)
+                    self.ensured[uid] = len(manifests)
             case CreatePod(manifest):
                 self._create(
                     lambda: self.core.create_namespaced_pod(
@@ -172,9 +173,6 @@ class Kube:
         elif kind == "Service":
             body = client.V1Service.model_validate(manifest)
             self._create(lambda: self.core.create_namespaced_service(namespace, body))
-        elif kind == "Role":
-            body = client.V1Role.model_validate(manifest)
-            self._create(lambda: self.rbac.create_namespaced_role(namespace, body))
         elif kind == "RoleBinding":
             body = client.V1RoleBinding.model_validate(manifest)
             self._create(lambda: self.rbac.create_namespaced_role_binding(namespace, body))

@@ -58,6 +58,10 @@ def service_account(pipeline: str) -> str:
     return _with_suffix(pipeline, "-driver")
 
 
+def executor_service_account(pipeline: str) -> str:
+    return _with_suffix(pipeline, "-executor")
+
+
 def _with_suffix(pipeline: str, suffix: str) -> str:
     return pipeline[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 

@@ -80,7 +80,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
             if not isinstance(action, CreatePod) or not refused(err):
                 raise
             LOG.warning("driver pod %s refused: %s", written.driver_pod, explain(err))
-            kube.ensured.discard(observed.uid)  # a missing ServiceAccount, perhaps
+            kube.ensured.pop(observed.uid, None)  # a missing ServiceAccount, perhaps
             after = after_rejection(observed, written, explain(err))
             for step in after.actions:
                 kube.apply(observed.namespace, observed.name, step, uid=observed.uid)

@@ -183,3 +183,22 @@ def test_scratch_space_is_bounded_on_disk_and_in_the_pods_storage_request() -> N
     assert resources["limits"]["ephemeral-storage"] == "10Gi"
     default = builders.driver_pod(OWNER, spec({}), 1, "h")
     assert default["spec"]["volumes"][0]["emptyDir"] == {"sizeLimit": "2Gi"}
+
+
+def test_a_driver_without_executors_gets_no_rights_and_one_with_them_the_shipped_role() -> None:
+    alone = builders.supporting(OWNER, spec({}, executors={}))
+    assert [m["kind"] for m in alone] == ["ServiceAccount", "Service"]
+    with_executors = spec({}, executors={"instances": 2})
+    objects = builders.supporting(OWNER, with_executors, "rel-sluice-driver")
+    binding = next(m for m in objects if m["kind"] == "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "rel-sluice-driver",
+    }
+    assert binding["subjects"][0]["name"] == "orders-driver"
+    executor = next(m for m in objects if m["metadata"]["name"] == "orders-executor")
+    assert executor["automountServiceAccountToken"] is False
+    conf = builders.spark_kubernetes_conf(OWNER, with_executors)
+    assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-executor"
+    assert not any(m["kind"] == "Role" for m in objects)  # the operator creates no Role
