@@ -167,7 +167,7 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         {"name": env_names.METRICS_PORT, "value": str(METRICS_PORT)},
         _field("POD_NAME", "metadata.name"),
         _field("POD_NAMESPACE", "metadata.namespace"),
-        _field("POD_IP", "status.podIP"),
+        _field(env_names.POD_IP, "status.podIP"),
         {"name": "SPARK_LOCAL_DIRS", "value": f"{SCRATCH}/spark"},
         {"name": "HOME", "value": SCRATCH},
     ]
