@@ -235,6 +235,7 @@ def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec) -> dict[str, str]:
         ),
         "spark.kubernetes.executor.podNamePrefix": owner.name[:40],
         "spark.kubernetes.executor.label." + naming.LABEL_PIPELINE: owner.name,
+        "spark.kubernetes.executor.label." + naming.LABEL_ROLE: naming.ROLE_EXECUTOR,
         "spark.driver.host": f"{service}.{owner.namespace}.svc",
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),

@@ -20,6 +20,7 @@ from sluice_api.names import (
     MANAGED_BY,
     PLURAL,
     ROLE_DRIVER,
+    ROLE_EXECUTOR,
     VERSION,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "MANAGED_BY",
     "PLURAL",
     "ROLE_DRIVER",
+    "ROLE_EXECUTOR",
     "VERSION",
     "driver_pod",
     "driver_service",

@@ -136,6 +136,8 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
             "Deployment",
             "PodDisruptionBudget",
             "Pod",  # the `helm test` hook
+            "NetworkPolicy",  # drivers
+            "NetworkPolicy",  # executors
         ]
     )
 
@@ -397,3 +399,56 @@ def test_the_grafana_dashboard_is_a_sidecar_configmap_with_the_issue_s_panels(
     ):
         assert series in text, series
     assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "pipeline"]
+
+
+# -- network ---------------------------------------------------------------------------
+
+
+def test_driver_pods_take_ingress_only_from_the_operator_prometheus_and_their_executors(
+    render: Render,
+) -> None:
+    docs = render(files=[CHART / "ci" / "namespaced-values.yaml"])
+    policies = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]
+        for d in docs
+        if d["kind"] == "NetworkPolicy"
+    }
+    assert set(policies) == {
+        (ns, f"rel-sluice-{who}")
+        for ns in ("analytics", "payments")
+        for who in ("drivers", "executors")
+    }
+    drivers = policies[("analytics", "rel-sluice-drivers")]
+    assert drivers["podSelector"]["matchLabels"] == {
+        "sluice.dev/role": "driver",
+        "app.kubernetes.io/managed-by": "sluice-operator",
+    }
+    assert drivers["policyTypes"] == ["Ingress"]  # egress to Kafka and Cassandra is the user's
+    operator, prometheus, executors = drivers["ingress"]
+    assert operator["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "sluice-system"
+    }
+    assert operator["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "operator"
+    )
+    assert [p["port"] for p in operator["ports"]] == ["metrics"]
+    assert prometheus["from"][0]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "prometheus"
+    }
+    assert [p["port"] for p in prometheus["ports"]] == ["metrics"]
+    assert executors["from"] == [{"podSelector": {"matchLabels": {"sluice.dev/role": "executor"}}}]
+    assert [p["port"] for p in executors["ports"]] == ["driver", "blockmanager"]
+    assert all(rule.get("from") for rule in drivers["ingress"])  # no rule admits everyone
+
+
+def test_without_metrics_from_only_the_operator_reads_the_metrics(render: Render) -> None:
+    """An ingress rule without `from` would admit every source: none is rendered."""
+    docs = render("networkPolicy.metricsFrom=null")
+    drivers = one(docs, "NetworkPolicy", "rel-sluice-drivers")["spec"]
+    assert len(drivers["ingress"]) == 2
+    assert all(rule.get("from") for rule in drivers["ingress"])
+
+
+def test_network_policies_go_with_namespaced_mode_only(render: Render) -> None:
+    assert not [d for d in render("clusterWide=true") if d["kind"] == "NetworkPolicy"]
+    assert not [d for d in render("networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]

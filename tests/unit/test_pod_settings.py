@@ -201,4 +201,5 @@ def test_a_driver_without_executors_gets_no_rights_and_one_with_them_the_shipped
     assert executor["automountServiceAccountToken"] is False
     conf = builders.spark_kubernetes_conf(OWNER, with_executors)
     assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-executor"
+    assert conf["spark.kubernetes.executor.label.sluice.dev/role"] == "executor"  # policies
     assert not any(m["kind"] == "Role" for m in objects)  # the operator creates no Role
