@@ -240,6 +240,13 @@ def test_install_reconcile_upgrade_uninstall(
         f"--set=tests.url=http://127.0.0.1:{port}/healthz",
     ]
     account = f"system:serviceaccount:{namespace}:{release}-sluice"
+    # Every pod of the default install (operator, `helm test`, drivers) must pass the
+    # "restricted" Pod Security Standard: the API server's own admission enforces it.
+    for enforced in (namespace, watched):
+        core.patch_namespace(
+            enforced,
+            {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
+        )
 
     # install -------------------------------------------------------------------------
     started = time.monotonic()
