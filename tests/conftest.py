@@ -65,6 +65,13 @@ def promtool(layout: Layout) -> Path:
     return _provisioned(tools.promtool(layout))
 
 
+@pytest.fixture(scope="session")
+def relabel_binary(layout: Layout) -> Path:
+    from sluice_dev.servers import tools
+
+    return _provisioned(tools.relabel(layout))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Under `make test`: the wall clock of the whole command and of its parts."""
     started = os.environ.get("SLUICE_TEST_STARTED")

@@ -158,10 +158,10 @@ class SecretVolume(Model):
 
 class EmptyDirVolume(Model):
     medium: str | None = Field(
-        default=None, pattern=r"^(Memory)?$", description="'' (node disk) or Memory."
+        default=None, pattern=r"^(Memory)?$", max_length=6, description="'' (node disk) or Memory."
     )
     size_limit: str | None = Field(
-        default=None, pattern=QUANTITY, description="Size limit, e.g. 1Gi."
+        default=None, pattern=QUANTITY, max_length=32, description="Size limit, e.g. 1Gi."
     )
 
 
@@ -239,6 +239,7 @@ class PodSettings(Model):
     image_pull_policy: str = Field(
         default="IfNotPresent",
         pattern=r"^(Always|IfNotPresent|Never)$",
+        max_length=12,
         description="Always, IfNotPresent or Never.",
     )
     labels: dict[str, Annotated[str, Field(pattern=LABEL_VALUE, max_length=63)]] = Field(

@@ -11,6 +11,7 @@ Field names are snake_case in Python and camelCase on the wire (``by_alias``).
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -18,11 +19,13 @@ from typing import Annotated, Any, Final, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from sluice_api.pod import PodSettings
+from sluice_api.pod import QUANTITY, PodSettings
 from sluice_api.spec_base import K8S_NAME, Model
 
 ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+SCRATCH_DEFAULT: Final = "2Gi"
+CASSANDRA_NAME: Final = r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$"
 HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
 
 
@@ -39,7 +42,13 @@ class OnOffsetOutOfRange(StrEnum):
 SecretName = Annotated[
     str, Field(pattern=K8S_NAME, max_length=253, description="Name of a Secret in the namespace.")
 ]
-HostPort = Annotated[str, Field(pattern=HOST_PORT, description="host or host:port")]
+HostPort = Annotated[str, Field(pattern=HOST_PORT, max_length=261, description="host or host:port")]
+BOOTSTRAP_MAX: Final = 4096
+CONTACT_POINTS_MAX: Final = 32
+CASSANDRA_MAX_TTL: Final = 630_720_000
+"""Cassandra refuses a TTL above 20 years: every write with a larger one fails."""
+OPTIONS_MAX: Final = 64
+OPTIONS_MAX_BYTES: Final = 64 * 1024
 
 
 class Backpressure(Model):
@@ -71,9 +80,11 @@ class KafkaSource(Model):
     """Where records come from: Kafka topics read by explicit offset ranges."""
 
     bootstrap_servers: str = Field(
-        min_length=1, description="Comma-separated host:port list of Kafka brokers."
+        min_length=1,
+        max_length=BOOTSTRAP_MAX,
+        description="Comma-separated host:port list of Kafka brokers.",
     )
-    topics: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9._-]{1,249}$")]] = Field(
+    topics: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9._-]{1,249}$", max_length=249)]] = Field(
         min_length=1, max_length=100, description="Topics to read; every partition is read."
     )
     starting_offsets: StartingOffsets = Field(
@@ -129,11 +140,15 @@ class SecretOption(Model):
     """A transform option whose value is the key of a Secret."""
 
     option: str = Field(
-        pattern=OPTION_NAME, description="Name of the option, as the transform receives it."
+        pattern=OPTION_NAME,
+        max_length=63,
+        description="Name of the option, as the transform receives it.",
     )
     secret: SecretName
     key: str = Field(
-        pattern=r"^[-._a-zA-Z0-9]{1,253}$", description="Key of the value in the Secret."
+        pattern=r"^[-._a-zA-Z0-9]{1,253}$",
+        max_length=253,
+        description="Key of the value in the Secret.",
     )
 
 
@@ -142,6 +157,7 @@ class Transform(Model):
 
     entrypoint: str = Field(
         pattern=ENTRYPOINT.pattern,
+        max_length=512,
         description=(
             "Python 'module:function' taking (DataFrame, options) and returning the rows "
             "for the sink, or a TransformResult(output, rejects) whose rejects go to "
@@ -149,7 +165,12 @@ class Transform(Model):
         ),
     )
     options: dict[str, Any] = Field(
-        default_factory=dict, description="Free-form options passed to the function."
+        default_factory=dict,
+        max_length=OPTIONS_MAX,
+        description=(
+            f"Free-form options passed to the function: at most {OPTIONS_MAX}, "
+            f"{OPTIONS_MAX_BYTES // 1024} KiB as JSON."
+        ),
     )
     options_from: list[SecretOption] = Field(
         default_factory=list,
@@ -176,6 +197,17 @@ class Transform(Model):
             )
         return self
 
+    @field_validator("options")
+    @classmethod
+    def options_fit(cls, value: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > OPTIONS_MAX_BYTES:
+            raise ValueError(
+                f"transform.options is {size} bytes as JSON, more than {OPTIONS_MAX_BYTES}: "
+                "keep large data in a ConfigMap or file the transform reads"
+            )
+        return value
+
 
 CASSANDRA_BATCH_ROWS: Final = 10
 """Rows per unlogged batch by default: Cassandra's default warning threshold for
@@ -188,10 +220,12 @@ CASSANDRA_WRITE_CONCURRENCY: Final = 32
 
 class CassandraSink(Model):
     contact_points: list[HostPort] = Field(
-        min_length=1, description="Cassandra host[:port] contact points."
+        min_length=1,
+        max_length=CONTACT_POINTS_MAX,
+        description="Cassandra host[:port] contact points.",
     )
-    keyspace: str = Field(pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", description="Keyspace.")
-    table: str = Field(pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", description="Table.")
+    keyspace: str = Field(pattern=CASSANDRA_NAME, max_length=48, description="Keyspace.")
+    table: str = Field(pattern=CASSANDRA_NAME, max_length=48, description="Table.")
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with keys 'username' and 'password'."
     )
@@ -227,9 +261,11 @@ DATASTORE_WRITE_CONCURRENCY: Final = 4
 
 
 class DatastoreSink(Model):
-    project: str = Field(min_length=1, description="Google Cloud project id.")
-    kind: str = Field(min_length=1, description="Entity kind written.")
-    namespace: str | None = Field(default=None, description="Datastore namespace.")
+    project: str = Field(min_length=1, max_length=100, description="Google Cloud project id.")
+    kind: str = Field(
+        min_length=1, max_length=1500, description="Entity kind written (at most 1500 bytes)."
+    )
+    namespace: str | None = Field(default=None, max_length=100, description="Datastore namespace.")
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with key 'credentials.json' (service account)."
     )
@@ -258,9 +294,13 @@ class Sink(Model):
 
 
 class KafkaDeadLetter(Model):
-    topic: str = Field(pattern=r"^[a-zA-Z0-9._-]{1,249}$", description="Dead-letter topic.")
+    topic: str = Field(
+        pattern=r"^[a-zA-Z0-9._-]{1,249}$", max_length=249, description="Dead-letter topic."
+    )
     bootstrap_servers: str | None = Field(
-        default=None, description="Brokers of the dead-letter topic; default: the source's."
+        default=None,
+        max_length=BOOTSTRAP_MAX,
+        description="Brokers of the dead-letter topic; default: the source's.",
     )
 
 
@@ -332,11 +372,14 @@ class KeyspaceReplication(Model):
 
 class CassandraCheckpoint(Model):
     contact_points: list[HostPort] = Field(
-        min_length=1, description="Cassandra host[:port] contact points."
+        min_length=1,
+        max_length=CONTACT_POINTS_MAX,
+        description="Cassandra host[:port] contact points.",
     )
     keyspace: str = Field(
         default="sluice",
-        pattern=r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$",
+        pattern=CASSANDRA_NAME,
+        max_length=48,
         description=(
             "Keyspace of the checkpoint tables. It must exist unless createKeyspace is "
             "set; the driver creates its tables in it."
@@ -359,7 +402,10 @@ class CassandraCheckpoint(Model):
         default=None, description="Secret with keys 'username' and 'password'."
     )
     history_ttl_seconds: int = Field(
-        default=30 * 24 * 3600, ge=0, description="TTL of batch history rows; 0 keeps them."
+        default=30 * 24 * 3600,
+        ge=0,
+        le=CASSANDRA_MAX_TTL,
+        description="TTL of batch history rows; 0 keeps them; at most 20 years (Cassandra's).",
     )
 
     @model_validator(mode="after")
@@ -393,37 +439,65 @@ class Trigger(Model):
 
 class Resources(Model):
     cores: int = Field(default=1, ge=1, le=64, description="CPU cores.")
-    memory: str = Field(default="2g", pattern=MEMORY, description="JVM memory, e.g. 2g.")
+    memory: str = Field(
+        default="2g", pattern=MEMORY, max_length=16, description="JVM memory, e.g. 2g."
+    )
+    scratch: str = Field(
+        default=SCRATCH_DEFAULT,
+        pattern=QUANTITY,
+        max_length=32,
+        description=(
+            "Local scratch space (Spark's shuffle spill and temporary files, in an emptyDir "
+            "at /tmp): its size limit, and the pod's ephemeral-storage request and limit. "
+            "Past it the kubelet evicts the pod."
+        ),
+    )
 
 
 class Executors(Resources):
-    instances: int = Field(default=2, ge=0, le=1000, description="Executor pods.")
+    instances: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description=(
+            "Executor pods; 0 (the default) runs Spark inside the driver pod with its "
+            "cores, and the driver gets no Kubernetes token."
+        ),
+    )
 
 
 class Toleration(Model):
     """A Kubernetes toleration of the driver pod."""
 
-    key: str | None = Field(default=None, description="Taint key; empty matches every key.")
-    operator: str = Field(
-        default="Equal", pattern=r"^(Equal|Exists)$", description="Equal or Exists."
+    key: str | None = Field(
+        default=None, max_length=317, description="Taint key; empty matches every key."
     )
-    value: str | None = Field(default=None, description="Taint value (operator Equal).")
+    operator: str = Field(
+        default="Equal", pattern=r"^(Equal|Exists)$", max_length=6, description="Equal or Exists."
+    )
+    value: str | None = Field(
+        default=None, max_length=63, description="Taint value (operator Equal)."
+    )
     effect: str | None = Field(
         default=None,
         pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute)$",
+        max_length=16,
         description="Taint effect; empty matches every effect.",
     )
     toleration_seconds: int | None = Field(
-        default=None, description="How long a NoExecute taint is tolerated."
+        default=None,
+        ge=0,
+        le=CASSANDRA_MAX_TTL,
+        description="How long a NoExecute taint is tolerated.",
     )
 
 
 class Driver(Resources):
-    node_selector: dict[str, str] = Field(
-        default_factory=dict, description="Node labels the driver pod must run on."
+    node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=32, description="Node labels the driver pod must run on."
     )
     tolerations: list[Toleration] = Field(
-        default_factory=list, description="Taints the driver pod tolerates."
+        default_factory=list, max_length=32, description="Taints the driver pod tolerates."
     )
 
 
@@ -582,7 +656,9 @@ class PartitionOffset(Model):
     )
     partition: int = Field(ge=0, le=1_000_000, description="Partition number.")
     offset: int = Field(
-        ge=0, description="The next offset to read (Kafka's consumer-position convention)."
+        ge=0,
+        le=2**63 - 1,
+        description="The next offset to read (Kafka's consumer-position convention).",
     )
 
 
@@ -599,6 +675,7 @@ class OffsetReset(Model):
 
     id: str = Field(
         pattern=RESET_ID,
+        max_length=63,
         description="Names this reset; a new id is a new reset, the same id is applied once.",
     )
     to: ResetTo = Field(
@@ -611,6 +688,7 @@ class OffsetReset(Model):
     )
     timestamp: str | None = Field(
         default=None,
+        max_length=64,
         description="RFC 3339 time, for to: Timestamp.",
         json_schema_extra={"format": "date-time"},
     )
@@ -657,7 +735,9 @@ class OffsetReset(Model):
 class PipelineSpec(Model):
     """``spec`` of a StreamingPipeline."""
 
-    image: str = Field(min_length=1, description="Job image; changing it is a code upgrade.")
+    image: str = Field(
+        min_length=1, max_length=512, description="Job image; changing it is a code upgrade."
+    )
     source: Source = Field(description="Where records come from.")
     transform: Transform = Field(description="User transformation.")
     sink: Sink = Field(description="Where results go (exactly one of cassandra, datastore).")

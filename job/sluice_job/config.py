@@ -39,6 +39,9 @@ class DriverConfig:
     metrics_port: int | None
     options: Mapping[str, Any] = field(default_factory=dict)
     """The transform's options: ``transform.options`` and those from Secrets."""
+    metrics_host: str = ""
+    """The address metrics are served on: the pod's own (``POD_IP``, which the
+    operator sets), not every address; empty (outside a pod): every address."""
 
     @property
     def pipeline_id(self) -> str:
@@ -62,6 +65,7 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         termination_log=Path(env.get(names.TERMINATION_LOG, names.DEFAULT_TERMINATION_LOG)),
         metrics_port=_optional_port(env, names.METRICS_PORT),
         options=transform_options(spec, env),
+        metrics_host=env.get(names.POD_IP, ""),
     )
 
 

@@ -168,7 +168,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
 def _metrics(cfg: DriverConfig) -> metrics.PrometheusObserver:
     """Metrics of this pipeline; served over HTTP if ``SLUICE_METRICS_PORT`` is set."""
     port = cfg.metrics_port
-    endpoint = metrics.Endpoint(port) if port is not None else None
+    endpoint = metrics.Endpoint(port, cfg.metrics_host) if port is not None else None
     observer = metrics.PrometheusObserver(cfg.pipeline_id, endpoint)
     observer.started(cfg.code_version, cfg.epoch)
     return observer

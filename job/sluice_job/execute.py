@@ -20,6 +20,11 @@ building its frames, ``write`` is the sink job (fetch, transform, write), and
 ``dead_letter`` waits for the rejects and sends them. Records in are counted from
 the planned offset ranges. Rejects go to the dead-letter topic before the runner
 commits: a commit never covers a reject that is not durable.
+
+Rejects reach the driver bounded: Spark cuts each key and value to what one letter
+carries (the dead-letter topic's limit, ``deadletter.fit``), and the counting job
+also sums their bytes, so many or large rejects come partition by partition rather
+than in one piece.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 
 from sluice_job import failpoints, reader, transform
 from sluice_job.checkpoint import Batch
@@ -42,6 +48,8 @@ from sluice_job.write_order import write_version
 COLLECT_LIMIT: Final = 50_000
 """Rejects of a batch up to this many reach the driver in one piece; more come
 partition by partition, so a batch of only rejects cannot exhaust its memory."""
+COLLECT_BYTES: Final = 64 * 1024 * 1024
+"""Likewise for the rejects' keys and values together, after the cut."""
 
 
 class Sink(Protocol):
@@ -79,21 +87,26 @@ class SparkExecutor:
         result = transform.apply(self.transform, records, self.options)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
-        counted: Future[int] | None = None
-        if result.rejects is not None and self.dead_letters.refuses:
-            self._dead_letter(result.rejects, result.rejects.count(), batch.batch_id)
-        elif result.rejects is not None:
-            counted = self._counter.submit(result.rejects.count)
+        counted: Future[tuple[int, int]] | None = None
+        rejects = (
+            None
+            if result.rejects is None
+            else cut(result.rejects, self.dead_letters.payload_budget)
+        )
+        if rejects is not None and self.dead_letters.refuses:
+            self._dead_letter(rejects, *measure(rejects), batch.batch_id)
+        elif rejects is not None:
+            counted = self._counter.submit(measure, rejects)
         try:
             records_out = self._write(result.output, write_version(batch.version, epoch))
         except BaseException:
             if counted is not None:
                 wait([counted])  # the write's failure is the one to report
             raise
-        rejected = counted.result() if counted is not None else 0
+        rejected, size = counted.result() if counted is not None else (0, 0)
         wrote = clock.lap()
-        if result.rejects is not None:
-            self._dead_letter(result.rejects, rejected, batch.batch_id)
+        if rejects is not None:
+            self._dead_letter(rejects, rejected, size, batch.batch_id)
         dead_lettered = clock.lap()
         return PhaseTimes(
             read=read,
@@ -105,9 +118,9 @@ class SparkExecutor:
             dead_letter=dead_lettered,
         )
 
-    def _dead_letter(self, rejects: DataFrame, count: int, batch_id: int) -> None:
+    def _dead_letter(self, rejects: DataFrame, count: int, size: int, batch_id: int) -> None:
         if count:
-            self.dead_letters.write(_rejects(rejects, count), batch_id=batch_id, count=count)
+            self.dead_letters.write(_rejects(rejects, count, size), batch_id=batch_id, count=count)
 
     def _write(self, output: DataFrame, version: int) -> int:
         """Rows written; counted by the sink, or else by one more evaluation."""
@@ -115,10 +128,33 @@ class SparkExecutor:
         return written if written is not None else output.count()
 
 
-def _rejects(rejects: DataFrame, count: int) -> Iterator[Reject]:
+def cut(rejects: DataFrame, budget: int) -> DataFrame:
+    """The rejects with each key and value cut to ``budget`` bytes and their original
+    sizes beside them, so no reject larger than a letter reaches the driver."""
+    key, value = F.col("key").cast("binary"), F.col("value").cast("binary")
+    return rejects.select(
+        F.substring(key, 1, budget).alias("key"),
+        F.substring(value, 1, budget).alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        "reason",
+        F.length(key).alias("key_size"),
+        F.length(value).alias("value_size"),
+    )
+
+
+def measure(rejects: DataFrame) -> tuple[int, int]:
+    """How many rejects, and their keys' and values' bytes (one Spark job)."""
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+    row = rejects.agg(F.count(F.lit(1)).alias("n"), F.sum(size).alias("bytes")).first()
+    return (0, 0) if row is None else (int(row["n"]), int(row["bytes"] or 0))
+
+
+def _rejects(rejects: DataFrame, count: int, size: int) -> Iterator[Reject]:
     rows = (
         rejects.collect()
-        if count <= COLLECT_LIMIT
+        if count <= COLLECT_LIMIT and size <= COLLECT_BYTES
         else rejects.toLocalIterator(prefetchPartitions=True)
     )
     return (_reject(row) for row in rows)
@@ -132,7 +168,13 @@ def _reject(row: Row) -> Reject:
         partition=int(row["partition"]),
         offset=int(row["offset"]),
         reason=str(row["reason"]),
+        key_size=_size(row["key_size"]),
+        value_size=_size(row["value_size"]),
     )
+
+
+def _size(value: int | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _bytes(value: bytes | bytearray | None) -> bytes | None:

@@ -118,9 +118,11 @@ DRIVER = Info(names.DRIVER_INFO, "Code version of the driver and the pipeline it
 
 @dataclass
 class Endpoint:
-    """The HTTP endpoint on ``port`` (all interfaces), started by :meth:`ensure`."""
+    """The HTTP endpoint on ``host:port`` (all interfaces when ``host`` is empty),
+    started by :meth:`ensure`."""
 
     port: int
+    host: str = ""
     serving: bool = False
     _refused: bool = field(default=False, repr=False)
 
@@ -129,7 +131,7 @@ class Endpoint:
         if self.serving:
             return
         try:
-            start_http_server(self.port)
+            start_http_server(self.port, addr=self.host or "0.0.0.0")
         except OSError as err:
             if not self._refused:
                 self._refused = True
@@ -141,7 +143,7 @@ class Endpoint:
                 )
             return
         self.serving = True
-        logs.event("metrics served", port=self.port)
+        logs.event("metrics served", port=self.port, host=self.host or "0.0.0.0")
 
 
 @dataclass(frozen=True)

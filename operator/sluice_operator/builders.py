@@ -1,6 +1,7 @@
 """Pure builders of the objects a pipeline owns: its driver pod, the headless Service
-executors use to reach the driver, and the ServiceAccount, Role and RoleBinding the
-driver needs to run executor pods. Each returns a plain manifest; ``kube`` applies it.
+executors use to reach the driver, its ServiceAccount, and, only when it runs executor
+pods, a RoleBinding to the shipped driver ClusterRole and the executors' own
+ServiceAccount. Each returns a plain manifest; ``kube`` applies it.
 
 The driver pod passes the "restricted" Pod Security Standard: non-root, no
 privilege escalation, every capability dropped, RuntimeDefault seccomp, read-only
@@ -78,6 +79,9 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": naming.service_account(owner.name),
+            # Only a driver that starts executor pods talks to the API server; without
+            # executors the user's code in it gets no token at all.
+            "automountServiceAccountToken": spec.spark.executors.instances > 0,
             "terminationGracePeriodSeconds": spec.upgrade.stop_timeout_seconds
             + STOP_MARGIN_SECONDS,
             "securityContext": {
@@ -89,7 +93,10 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             },
             "containers": [_driver_container(owner, spec, epoch)],
             "volumes": [
-                {"name": pod_settings.SCRATCH_VOLUME, "emptyDir": {}},
+                {
+                    "name": pod_settings.SCRATCH_VOLUME,
+                    "emptyDir": {"sizeLimit": spec.spark.driver.scratch},
+                },
                 *(_dump(volume) for volume in pod.volumes),
             ],
             "nodeSelector": dict(spec.spark.driver.node_selector),
@@ -124,8 +131,15 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "resources": {
-            "requests": {"cpu": str(spec.spark.driver.cores), "memory": f"{memory + overhead}Mi"},
-            "limits": {"memory": f"{memory + overhead}Mi"},
+            "requests": {
+                "cpu": str(spec.spark.driver.cores),
+                "memory": f"{memory + overhead}Mi",
+                "ephemeral-storage": spec.spark.driver.scratch,
+            },
+            "limits": {
+                "memory": f"{memory + overhead}Mi",
+                "ephemeral-storage": spec.spark.driver.scratch,
+            },
         },
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -153,7 +167,7 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         {"name": env_names.METRICS_PORT, "value": str(METRICS_PORT)},
         _field("POD_NAME", "metadata.name"),
         _field("POD_NAMESPACE", "metadata.namespace"),
-        _field("POD_IP", "status.podIP"),
+        _field(env_names.POD_IP, "status.podIP"),
         {"name": "SPARK_LOCAL_DIRS", "value": f"{SCRATCH}/spark"},
         {"name": "HOME", "value": SCRATCH},
     ]
@@ -216,8 +230,12 @@ def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec) -> dict[str, str]:
         "spark.kubernetes.authenticate.driver.serviceAccountName": naming.service_account(
             owner.name
         ),
+        "spark.kubernetes.authenticate.executor.serviceAccountName": (
+            naming.executor_service_account(owner.name)
+        ),
         "spark.kubernetes.executor.podNamePrefix": owner.name[:40],
         "spark.kubernetes.executor.label." + naming.LABEL_PIPELINE: owner.name,
+        "spark.kubernetes.executor.label." + naming.LABEL_ROLE: naming.ROLE_EXECUTOR,
         "spark.driver.host": f"{service}.{owner.namespace}.svc",
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
@@ -252,38 +270,52 @@ def service_account(owner: Owner) -> Manifest:
     }
 
 
-DRIVER_RULES: Final = (
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
-        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"],
-    },
-)
-
-
-def role(owner: Owner) -> Manifest:
+def executor_service_account(owner: Owner) -> Manifest:
+    """Executors' identity: no token, no rights (they never call the API server)."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": owner.metadata(naming.service_account(owner.name)),
-        "rules": [dict(rule) for rule in DRIVER_RULES],
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": owner.metadata(naming.executor_service_account(owner.name)),
+        "automountServiceAccountToken": False,
     }
 
 
-def role_binding(owner: Owner) -> Manifest:
+DRIVER_CLUSTER_ROLE: Final = "sluice-driver"
+"""The ClusterRole the chart ships with what Spark's Kubernetes backend needs to run
+executor pods; the operator binds it per pipeline (``--driver-cluster-role``)."""
+
+
+def role_binding(owner: Owner, cluster_role: str) -> Manifest:
+    """The driver's rights in its namespace: the shipped ClusterRole, bound here. The
+    operator needs only ``bind`` on that ClusterRole to create this, not the rights
+    themselves (RBAC's escalation check), so it holds no verb it hands out."""
     name = naming.service_account(owner.name)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": owner.metadata(name),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": cluster_role,
+        },
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": owner.namespace}],
     }
 
 
-def supporting(owner: Owner) -> list[Manifest]:
-    """What must exist before a driver pod: in creation order."""
-    return [service_account(owner), role(owner), role_binding(owner), driver_service(owner)]
+def supporting(
+    owner: Owner, spec: PipelineSpec, cluster_role: str = DRIVER_CLUSTER_ROLE
+) -> list[Manifest]:
+    """What must exist before a driver pod, in creation order. Only a driver that runs
+    executor pods gets API rights (and executors their own ServiceAccount)."""
+    if spec.spark.executors.instances == 0:
+        return [service_account(owner), driver_service(owner)]
+    return [
+        service_account(owner),
+        executor_service_account(owner),
+        role_binding(owner, cluster_role),
+        driver_service(owner),
+    ]
 
 
 UNITS: Final[Mapping[str, int]] = {"": 1, "k": 1, "m": 1, "g": 1024, "t": 1024 * 1024}

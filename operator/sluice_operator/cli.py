@@ -8,6 +8,7 @@ works too (without the Lease and the health server).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -20,6 +21,8 @@ import kopf
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice_api.logformat import JsonFormatter
+from sluice_operator.builders import DRIVER_CLUSTER_ROLE
+from sluice_operator.consent import DEFAULT_LABEL, Label
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,6 +47,24 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument(
         "--no-leader-election", action="store_true", help="act at once (a single replica)"
     )
+    result.add_argument(
+        "--secret-label",
+        default=DEFAULT_LABEL,
+        metavar="KEY=VALUE",
+        help=(
+            "a Secret a pipeline names must carry this label, or no driver starts "
+            f"(default {DEFAULT_LABEL}; empty: any Secret of the namespace)"
+        ),
+    )
+    result.add_argument(
+        "--driver-cluster-role",
+        default=DRIVER_CLUSTER_ROLE,
+        metavar="NAME",
+        help=(
+            "ClusterRole bound (per pipeline, in its namespace) to a driver that runs "
+            f"executor pods (default {DRIVER_CLUSTER_ROLE}; the chart ships it)"
+        ),
+    )
     result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
 
@@ -63,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(logging.DEBUG if args.verbose else logging.INFO)
     from sluice_operator import handlers  # registers the handlers with kopf
 
+    handlers.SETTINGS = dataclasses.replace(
+        handlers.SETTINGS,
+        secret_label=Label.parse(args.secret_label),
+        driver_cluster_role=args.driver_cluster_role,
+    )
     kube = handlers.kube()
     leading = threading.Event()
     if args.http_port:

@@ -45,6 +45,9 @@ from sluice_operator.actions import (
     WriteStatus,
 )
 from sluice_operator.conditions import set_condition, with_ready
+from sluice_operator.consent import CONDITION as SECRETS_USABLE
+from sluice_operator.consent import DEFAULT as DEFAULT_SECRET_LABEL
+from sluice_operator.consent import Label
 from sluice_operator.lifecycle import Seen, next_phase
 from sluice_operator.model import (
     LastCommit,
@@ -72,6 +75,13 @@ class Settings:
     resync_seconds: float = 300.0
     """With nothing in motion (Failed, Suspended) a pipeline is looked at again when
     something changes, or after this long."""
+    secret_label: Label | None = DEFAULT_SECRET_LABEL
+    """The label a Secret needs before a pipeline may use it (``consent``); ``None``:
+    any Secret of the namespace."""
+    consent_seconds: float = 10.0
+    """How often a pipeline waiting for a Secret's label looks again."""
+    driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
+    """The ClusterRole a driver with executors is bound to in its namespace."""
 
 
 DEFAULTS = Settings()
@@ -357,7 +367,17 @@ def _start(
     settings: Settings,
     epoch_floor: int = 0,
 ) -> Decision:
-    """Write the next epoch ahead, then create its pod."""
+    """Write the next epoch ahead, then create its pod; unless the spec names a Secret
+    the platform has not allowed, then wait for its label without using an epoch."""
+    if obs.secret_refusals:
+        return _wait_for_consent(obs, status, actions, settings)
+    if any(c.get("type") == SECRETS_USABLE for c in status.conditions):
+        status = replace(
+            status,
+            conditions=set_condition(
+                status, SECRETS_USABLE, "True", "Labelled", "every Secret may be used", obs
+            ),
+        )
     epoch = max(status.epoch, epoch_floor) + 1
     digest = changes.spec_hash(spec)
     if status.rolled_back is not None and not obs.rolling_back:  # a new spec replaced it
@@ -385,12 +405,28 @@ def _start(
         (
             *actions,
             WriteStatus(status),
-            EnsureObjects(tuple(builders.supporting(owner))),
+            EnsureObjects(tuple(builders.supporting(owner, spec, settings.driver_cluster_role))),
             CreatePod(builders.driver_pod(owner, spec, epoch, digest)),
             Emit("Normal", "DriverCreated", f"{status.driver_pod} (epoch {epoch}, {spec.image})"),
         ),
         settings.requeue_seconds,
     )
+
+
+def _wait_for_consent(
+    obs: Observed, status: Status, actions: list[Action], settings: Settings
+) -> Decision:
+    message = "; ".join(obs.secret_refusals)
+    before = next((c for c in status.conditions if c.get("type") == SECRETS_USABLE), None)
+    if before is None or before.get("status") != "False" or before.get("message") != message:
+        actions.append(Emit("Warning", "SecretNotUsable", message))
+    status = replace(
+        status,
+        message=f"no driver started: {message}",
+        observed_generation=obs.generation,
+        conditions=set_condition(status, SECRETS_USABLE, "False", "NotLabelled", message, obs),
+    )
+    return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.consent_seconds)
 
 
 def _cleanup(others: list[PodView], obs: Observed) -> list[Action]:

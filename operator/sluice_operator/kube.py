@@ -9,6 +9,7 @@ subresource, so every action can safely be repeated by a restarted operator.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -33,6 +34,9 @@ LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
+METADATA_ONLY: Final = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+"""Asks the API server for an object's metadata only (``consent`` reads a Secret's
+labels this way, so a Secret's data never reaches the operator)."""
 CONNECTIONS: Final = 32
 """HTTP connections to the API server: one per reconcile thread (handlers.py), so a
 burst of pipelines does not queue for the client's default handful."""
@@ -44,9 +48,10 @@ class Kube:
         self.core = client.CoreV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
-        self.ensured: set[str] = set()
-        """Pipelines (uids) whose supporting objects this process has created; a
-        refused driver pod forgets its pipeline, so the next start checks again."""
+        self.ensured: dict[str, int] = {}
+        """Pipelines (uids) whose supporting objects this process has created, with how
+        many (a pipeline that gains executors needs more); a refused driver pod forgets its
+        pipeline, so the next start checks again."""
 
     @classmethod
     def from_environment(cls) -> Kube:
@@ -98,6 +103,30 @@ class Kube:
             result[name] = node_view(node)
         return result
 
+    def secret_labels(
+        self, namespace: str, names: Iterable[str]
+    ) -> dict[str, dict[str, str] | None]:
+        """Each named Secret's labels, ``None`` for one that does not exist."""
+        result: dict[str, dict[str, str] | None] = {}
+        for name in dict.fromkeys(names):
+            try:
+                reply = self.core.read_namespaced_secret(
+                    name,
+                    namespace,
+                    _headers=METADATA_ONLY,
+                    _preload_content=False,
+                    _request_timeout=TIMEOUT,
+                )
+            except ApiException as err:
+                if err.status == 404:
+                    result[name] = None
+                    continue
+                raise
+            raw = cast(Any, reply).data  # the HTTP response: _preload_content=False
+            metadata = json.loads(raw).get("metadata") or {}
+            result[name] = dict(metadata.get("labels") or {})
+        return result
+
     # -- act -------------------------------------------------------------------
 
     def apply(self, namespace: str, pipeline: str, action: Action, uid: str | None = None) -> None:
@@ -116,12 +145,12 @@ class Kube:
                     _request_timeout=TIMEOUT,
                 )
             case EnsureObjects(manifests):
-                if uid is not None and uid in self.ensured:
+                if uid is not None and self.ensured.get(uid) == len(manifests):
                     return  # created by this process already (409s cost a write each)
                 for manifest in manifests:
                     self.ensure(manifest)
                 if uid is not None:
-                    self.ensured.add(uid)
+                    self.ensured[uid] = len(manifests)
             case CreatePod(manifest):
                 self._create(
                     lambda: self.core.create_namespaced_pod(
@@ -144,9 +173,6 @@ class Kube:
         elif kind == "Service":
             body = client.V1Service.model_validate(manifest)
             self._create(lambda: self.core.create_namespaced_service(namespace, body))
-        elif kind == "Role":
-            body = client.V1Role.model_validate(manifest)
-            self._create(lambda: self.rbac.create_namespaced_role(namespace, body))
         elif kind == "RoleBinding":
             body = client.V1RoleBinding.model_validate(manifest)
             self._create(lambda: self.rbac.create_namespaced_role_binding(namespace, body))

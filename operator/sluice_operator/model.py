@@ -247,3 +247,6 @@ class Observed:
     """What the current driver reports about its commits (its /metrics), if read."""
     rolling_back: bool = False
     """``spec`` is the last good spec, run instead of a failed upgrade (``decide``)."""
+    secret_refusals: tuple[str, ...] = ()
+    """Secrets the spec names that it may not use (``consent``), one line each; read
+    only while no driver runs (the only time a pod may be created)."""

@@ -20,6 +20,7 @@ from sluice_api.names import (
     MANAGED_BY,
     PLURAL,
     ROLE_DRIVER,
+    ROLE_EXECUTOR,
     VERSION,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "MANAGED_BY",
     "PLURAL",
     "ROLE_DRIVER",
+    "ROLE_EXECUTOR",
     "VERSION",
     "driver_pod",
     "driver_service",
@@ -56,6 +58,10 @@ def driver_service(pipeline: str) -> str:
 
 def service_account(pipeline: str) -> str:
     return _with_suffix(pipeline, "-driver")
+
+
+def executor_service_account(pipeline: str) -> str:
+    return _with_suffix(pipeline, "-executor")
 
 
 def _with_suffix(pipeline: str, suffix: str) -> str:

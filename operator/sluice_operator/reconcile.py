@@ -23,8 +23,9 @@ from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
-from sluice_operator import builders, metrics, progress
+from sluice_operator import builders, consent, metrics, progress
 from sluice_operator.actions import CreatePod, Decision, WriteStatus
+from sluice_operator.consent import Label
 from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
 from sluice_operator.kube import Kube
 from sluice_operator.model import NodeView, Observed, PodPhase, PodView, Status
@@ -56,7 +57,9 @@ def reconcile(
         current = kube.pipeline(namespace, name)
         if current is None:
             return Decision(finished=True)
-        observed = observe(kube, current, deleting=deleting, watched=watched)
+        observed = observe(
+            kube, current, deleting=deleting, watched=watched, secret_label=settings.secret_label
+        )
         decision = decide(observed, settings)
         decision = _apply(kube, observed, decision)
         metrics.record(observed, decision)
@@ -77,7 +80,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
             if not isinstance(action, CreatePod) or not refused(err):
                 raise
             LOG.warning("driver pod %s refused: %s", written.driver_pod, explain(err))
-            kube.ensured.discard(observed.uid)  # a missing ServiceAccount, perhaps
+            kube.ensured.pop(observed.uid, None)  # a missing ServiceAccount, perhaps
             after = after_rejection(observed, written, explain(err))
             for step in after.actions:
                 kube.apply(observed.namespace, observed.name, step, uid=observed.uid)
@@ -101,13 +104,25 @@ def explain(err: ApiException) -> str:
 
 
 def observe(
-    kube: Kube, body: Mapping[str, Any], *, deleting: bool, watched: Watched | None = None
+    kube: Kube,
+    body: Mapping[str, Any],
+    *,
+    deleting: bool,
+    watched: Watched | None = None,
+    secret_label: Label | None = None,
 ) -> Observed:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec, error = parse_spec(body.get("spec") or {})
     status = Status.parse(body.get("status"))
     pods, nodes = _drivers(kube, namespace, name, status, watched)
+    current = next((p for p in pods if p.name == status.driver_pod), None)
+    may_start = current is None or current.terminated
+    refusals = (
+        _secret_refusals(kube, namespace, spec, secret_label)
+        if spec is not None and secret_label is not None and may_start
+        else ()
+    )
     return Observed(
         name=name,
         namespace=namespace,
@@ -122,7 +137,18 @@ def observe(
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},
         progress=_progress(f"{namespace}/{name}", pods, status),
+        secret_refusals=refusals,
     )
+
+
+def _secret_refusals(
+    kube: Kube, namespace: str, spec: PipelineSpec, label: Label
+) -> tuple[str, ...]:
+    refs = consent.references(spec)
+    if not refs:
+        return ()
+    labels = kube.secret_labels(namespace, (r.secret for r in refs))
+    return consent.refusals(refs, labels, label)
 
 
 def _drivers(

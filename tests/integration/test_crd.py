@@ -545,6 +545,24 @@ INVALID = {
         "spec.spark.pod.volumes[1]",
         "Duplicate value",
     ),
+    "too-many-options": Invalid(
+        changed("transform.options", {f"o{i}": i for i in range(65)}),
+        "spec.transform.options",
+        "must have at most 64 items",
+    ),
+    "history-ttl-beyond-cassandra": Invalid(
+        changed("checkpoint.cassandra.historyTtlSeconds", 630_720_001),
+        "spec.checkpoint.cassandra.historyTtlSeconds",
+        "should be less than or equal to 630720000",
+    ),
+    "image-too-long": Invalid(
+        changed("image", "registry.example/" + "a" * 600), "spec.image", "Too long"
+    ),
+    "bootstrap-too-long": Invalid(
+        changed("source.kafka.bootstrapServers", "k:9092," * 700),
+        "spec.source.kafka.bootstrapServers",
+        "Too long",
+    ),
     "unknown-field": Invalid({**EXAMPLE, "sourc": {}}, "spec.sourc", 'unknown field "spec.sourc"'),
     "pipeline-name": Invalid(
         EXAMPLE,

@@ -5,9 +5,11 @@ the pipeline kept going and stopped cleanly."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
@@ -142,3 +144,53 @@ def test_a_missing_dead_letter_topic_stops_the_driver_at_start_naming_it(
     assert message["reason"] == "DeadLetterUnavailable"
     assert repr(missing) in message["message"]
     assert "create it" in message["message"]
+
+
+def test_a_record_larger_than_the_dead_letter_topic_takes_lands_there_cut_and_the_pipeline_moves_on(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+) -> None:
+    """Before: the letter of a 200 kB record failed with MSG_SIZE_TOO_LARGE at every
+    attempt, so the batch never committed and the pipeline stood still."""
+    topic = kafka_topic(partitions=1)
+    dead_letter_topic = kafka_topic(partitions=1, **{"max.message.bytes": "20000"})
+    factory = EventFactory(seed=13)
+    produce(kafka_bootstrap, topic, 10, factory=factory)
+    # Malformed JSON, ten times what a letter may be, and incompressible (the broker
+    # checks the compressed batch: 200 kB of one byte would fit).
+    huge = b"{" + random.Random(13).randbytes(200_000)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, value=huge, key=b"huge-1")
+    producer.flush(30)
+    produce(kafka_bootstrap, topic, 10, factory=EventFactory(seed=14))
+    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    run = driver.start(
+        spec(
+            bootstrap=kafka_bootstrap,
+            topic=topic,
+            contact=cassandra_contact,
+            keyspace=events_table,
+            entrypoint="sluice_job.examples.events:transform",
+            deadLetter={"kafka": {"topic": dead_letter_topic}},
+        ),
+        epoch=1,
+    )
+    ends = state.end_offsets(kafka_bootstrap, topic, 1)
+    drain_and_stop(
+        run, cassandra, events_table, pipeline_id, ends, timeout=300, what="the end offsets"
+    )
+
+    (letter,) = state.read_topic(kafka_bootstrap, dead_letter_topic)
+    assert letter.key == b"huge-1"
+    assert 0 < len(letter.value or b"") < 20_000
+    assert huge.startswith(letter.value or b"-")
+    assert letter.headers["sluice.truncated"] == "true"
+    assert letter.headers["sluice.value.size"] == str(len(huge))
+    assert letter.headers["sluice.key.size"] == "6"
+    assert letter.headers["sluice.source.offset"] == "10"
+    assert letter.headers["sluice.reason"] == "malformed JSON"
+    assert len(state.events(cassandra, events_table)) == 20

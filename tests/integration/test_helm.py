@@ -131,7 +131,11 @@ def test_rendered_manifests_pass_a_server_side_dry_run(
     watched: str,
     mode: str,
 ) -> None:
-    values = [f"--set=watchNamespaces={{{watched}}}"] if mode == "namespaced" else []
+    values = (
+        [f"--set=watchNamespaces={{{watched}}}"]
+        if mode == "namespaced"
+        else ["--set=clusterWide=true"]
+    )
     rendered = helm("template", release_name(), str(CHART), "-n", namespace, *values)
     applied = kubectl("apply", "--dry-run=server", "-f", "-", stdin=rendered)
     assert applied.returncode == 0, applied.stderr
@@ -236,6 +240,13 @@ def test_install_reconcile_upgrade_uninstall(
         f"--set=tests.url=http://127.0.0.1:{port}/healthz",
     ]
     account = f"system:serviceaccount:{namespace}:{release}-sluice"
+    # Every pod of the default install (operator, `helm test`, drivers) must pass the
+    # "restricted" Pod Security Standard: the API server's own admission enforces it.
+    for enforced in (namespace, watched):
+        core.patch_namespace(
+            enforced,
+            {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
+        )
 
     # install -------------------------------------------------------------------------
     started = time.monotonic()
@@ -272,6 +283,12 @@ def test_install_reconcile_upgrade_uninstall(
     assert not can("create", "pods", namespace)  # not a watched namespace
     assert not can("list", "secrets", watched)
     assert not can("delete", "nodes", watched)
+    # It binds the driver ClusterRole instead of holding what it grants (issue 22).
+    assert can("bind", f"clusterroles.rbac.authorization.k8s.io/{release}-sluice-driver", watched)
+    assert not can("bind", "clusterroles.rbac.authorization.k8s.io/admin", watched)
+    assert not can("create", "roles", watched)
+    assert not can("create", "configmaps", watched)
+    assert not can("patch", "pods", watched)
 
     # reconcile ---------------------------------------------------------------------------
     pipeline = Pipeline(custom, core, watched, "kpis")
@@ -289,6 +306,23 @@ def test_install_reconcile_upgrade_uninstall(
         f'sluice_operator_pipeline_phase{{phase="Running",pipeline="{watched}/kpis"}} 1.0'
         in scraped
     )
+
+    # a driver with executors: the operator, holding only `bind`, gives it the shipped
+    # ClusterRole (the API server's escalation check passes); executors get their own
+    # ServiceAccount without a token
+    wide = Pipeline(custom, core, watched, "wide")
+    spec = standin_spec()
+    spec["spark"]["executors"] = {"instances": 2}
+    wide.create(spec)
+    wide.wait_phase("Running", timeout=120)
+    binding = RbacAuthorizationV1Api(api).read_namespaced_role_binding("wide-driver", watched)
+    assert (binding.role_ref.kind, binding.role_ref.name) == (
+        "ClusterRole",
+        f"{release}-sluice-driver",
+    )
+    assert core.read_namespaced_service_account("wide-executor", watched)
+    assert not driver[0].spec.automount_service_account_token  # kpis: no executors
+    wide.delete()
 
     # upgrade -----------------------------------------------------------------------------
     old = pod.metadata.name

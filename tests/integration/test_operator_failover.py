@@ -171,3 +171,6 @@ def test_driver_pod_is_admitted_under_the_restricted_pod_security_standard(
     pipeline.wait_phase("Running", epoch=1)
     (pod,) = pipeline.live_pods()
     assert pod.spec.security_context.run_as_non_root
+    # No executors: no token for the user's code (the API server adds none).
+    assert pod.spec.automount_service_account_token is False
+    assert not any(v.projected for v in pod.spec.volumes or [])

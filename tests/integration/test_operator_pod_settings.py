@@ -48,7 +48,10 @@ def test_a_driver_with_pod_settings_is_admitted_as_restricted_and_runs(
     )
     core.create_namespaced_secret(
         pipeline.namespace,
-        {"metadata": {"name": "orders-api"}, "stringData": {"token": "t0k3n"}},
+        {
+            "metadata": {"name": "orders-api", "labels": {"sluice.dev/usable": "true"}},
+            "stringData": {"token": "t0k3n"},
+        },
     )
     core.create_namespaced_config_map(
         pipeline.namespace, {"metadata": {"name": "orders-config"}, "data": {"REGION": "eu"}}

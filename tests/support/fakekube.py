@@ -42,7 +42,7 @@ class FakeApi:
         kube = Kube.__new__(Kube)
         kube.api = None  # type: ignore[assignment]
         kube.core = kube.rbac = kube.custom = self  # type: ignore[assignment]
-        kube.ensured = set()
+        kube.ensured = {}
         return kube
 
     def _call(self, method: str) -> None:
@@ -130,9 +130,6 @@ class FakeApi:
 
     def create_namespaced_service(self, namespace: str, body: Any, **_: Any) -> None:
         self._create_object("service", body)
-
-    def create_namespaced_role(self, namespace: str, body: Any, **_: Any) -> None:
-        self._create_object("role", body)
 
     def create_namespaced_role_binding(self, namespace: str, body: Any, **_: Any) -> None:
         self._create_object("role_binding", body)

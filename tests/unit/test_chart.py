@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from sluice_dev.paths import REPO_ROOT
-from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
 
@@ -126,16 +125,19 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
     assert kinds == sorted(
         [
             "ServiceAccount",
-            "ClusterRole",
+            "ClusterRole",  # cluster reads
             "ClusterRoleBinding",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
+            "ClusterRole",  # the driver's, bound per pipeline by the operator
+            "Role",  # pipelines in the release namespace
+            "RoleBinding",
+            "Role",  # the Lease
             "RoleBinding",
             "Service",
             "Deployment",
             "PodDisruptionBudget",
             "Pod",  # the `helm test` hook
+            "NetworkPolicy",  # drivers
+            "NetworkPolicy",  # executors
         ]
     )
 
@@ -172,7 +174,8 @@ def test_two_replicas_elect_a_leader_with_the_operators_lease(render: Render) ->
     assert deployment["spec"]["replicas"] == 2
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "sluice_operator"]
-    assert "--all-namespaces" in container["args"]
+    assert "--namespace=sluice-system" in container["args"]  # namespaced by default
+    assert "--all-namespaces" not in container["args"]
     assert "--lease-namespace=sluice-system" in container["args"]
     assert "--http-port=8080" in container["args"]
     assert "--no-leader-election" not in container["args"]
@@ -230,17 +233,29 @@ OPERATOR_CALLS = {
     ("sluice.dev", "streamingpipelines", "watch"),
     ("sluice.dev", "streamingpipelines", "patch"),
     ("sluice.dev", "streamingpipelines/status", "patch"),
+    ("sluice.dev", "streamingpipelines/finalizers", "update"),  # blockOwnerDeletion
     ("", "pods", "list"),
     ("", "pods", "watch"),
     ("", "pods", "create"),
     ("", "pods", "delete"),
     ("", "services", "create"),
     ("", "serviceaccounts", "create"),
-    ("rbac.authorization.k8s.io", "roles", "create"),
+    ("", "secrets", "get"),  # labels only (consent.py), asked as PartialObjectMetadata
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),
 }
-DRIVER_GRANTS = granted(builders.DRIVER_RULES)
+# What Spark's Kubernetes backend does from a driver that runs executor pods.
+DRIVER_GRANTS = {
+    ("", resource, verb)
+    for resource in ("pods", "services", "configmaps", "persistentvolumeclaims")
+    for verb in ("create", "get", "list", "watch", "delete", "deletecollection", "patch")
+}
+BIND_DRIVER_ROLE = {
+    "apiGroups": ["rbac.authorization.k8s.io"],
+    "resources": ["clusterroles"],
+    "resourceNames": ["rel-sluice-driver"],
+    "verbs": ["bind"],
+}
 CLUSTER_READS = {
     ("", "nodes", "get"),
     ("", "nodes", "list"),
@@ -259,32 +274,57 @@ def test_namespaced_mode_grants_pipeline_rights_only_in_watched_namespaces(
     roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
     assert set(roles) == {"analytics", "payments", "sluice-system"}
     for namespace in ("analytics", "payments"):
-        assert granted(roles[namespace]["rules"]) == OPERATOR_CALLS | DRIVER_GRANTS
+        assert granted(roles[namespace]["rules"]) == OPERATOR_CALLS
+        assert BIND_DRIVER_ROLE in roles[namespace]["rules"]
         binding = one(
             [d for d in docs if d["metadata"].get("namespace") == namespace], "RoleBinding"
         )
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "rel-sluice", "namespace": "sluice-system"}
         ]
-    cluster = one(docs, "ClusterRole")
-    assert granted(cluster["rules"]) == CLUSTER_READS
+    assert granted(one(docs, "ClusterRole", "rel-sluice-cluster")["rules"]) == CLUSTER_READS
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=analytics" in args
     assert "--namespace=payments" in args
     assert "--all-namespaces" not in args
 
 
-def test_cluster_mode_grants_the_same_rules_cluster_wide(render: Render) -> None:
+def test_the_default_install_serves_its_own_namespace_only(render: Render) -> None:
+    """Cluster-wide rights are an explicit choice (clusterWide), never the default."""
     docs = render()
+    roles = [d for d in docs if d["kind"] == "Role" and "leader" not in d["metadata"]["name"]]
+    assert [r["metadata"]["namespace"] for r in roles] == ["sluice-system"]
+    assert granted(roles[0]["rules"]) == OPERATOR_CALLS
+    cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    assert set(cluster_roles) == {"rel-sluice-cluster", "rel-sluice-driver"}
+    assert granted(cluster_roles["rel-sluice-cluster"]["rules"]) == CLUSTER_READS
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
+    assert bound == {"rel-sluice-cluster"}  # the driver ClusterRole is bound per pipeline
+
+
+def test_cluster_mode_grants_the_same_rules_cluster_wide(render: Render) -> None:
+    docs = render("clusterWide=true")
     everywhere = one(docs, "ClusterRole", "rel-sluice")
-    assert granted(everywhere["rules"]) == OPERATOR_CALLS | DRIVER_GRANTS
+    assert granted(everywhere["rules"]) == OPERATOR_CALLS
+    assert BIND_DRIVER_ROLE in everywhere["rules"]
     assert granted(one(docs, "ClusterRole", "rel-sluice-cluster")["rules"]) == CLUSTER_READS
+    assert not [d for d in docs if d["kind"] == "Role" and "leader" not in d["metadata"]["name"]]
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--all-namespaces" in args
 
 
-def test_the_operator_holds_every_right_it_grants_a_driver(render: Render) -> None:
-    """The API server lets a Role's creator grant only rights it holds itself."""
-    rules = one(render(), "ClusterRole", "rel-sluice")["rules"]
-    assert granted(rules) >= DRIVER_GRANTS
+def test_the_operator_holds_none_of_the_rights_it_gives_a_driver(render: Render) -> None:
+    """It binds the shipped driver ClusterRole (bind on that one name) instead of
+    holding every verb it hands out, as a Role's creator otherwise must."""
+    docs = render()
+    driver = one(docs, "ClusterRole", "rel-sluice-driver")
+    assert granted(driver["rules"]) == DRIVER_GRANTS
+    operator = one(docs, "Role", "rel-sluice")
+    held = granted(operator["rules"])
+    own_driver_pods = {("", "pods", v) for v in ("create", "list", "watch", "delete")}
+    assert held & DRIVER_GRANTS == own_driver_pods | {("", "services", "create")}
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--driver-cluster-role=rel-sluice-driver" in args
 
 
 def test_the_lease_is_the_only_object_the_operator_updates(render: Render) -> None:
@@ -299,8 +339,9 @@ def test_the_lease_is_the_only_object_the_operator_updates(render: Render) -> No
             "verbs": ["get", "update"],
         },
     ]
-    every_verb = {verb for d in render() if "rules" in d for r in d["rules"] for verb in r["verbs"]}
-    assert not every_verb & {"*", "escalate", "bind", "impersonate"}
+    rules = [r for d in render() if "rules" in d for r in d["rules"]]
+    assert not {verb for r in rules for verb in r["verbs"]} & {"*", "escalate", "impersonate"}
+    assert [r for r in rules if "bind" in r["verbs"]] == [BIND_DRIVER_ROLE]
 
 
 # -- monitoring --------------------------------------------------------------------------
@@ -358,3 +399,56 @@ def test_the_grafana_dashboard_is_a_sidecar_configmap_with_the_issue_s_panels(
     ):
         assert series in text, series
     assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "pipeline"]
+
+
+# -- network ---------------------------------------------------------------------------
+
+
+def test_driver_pods_take_ingress_only_from_the_operator_prometheus_and_their_executors(
+    render: Render,
+) -> None:
+    docs = render(files=[CHART / "ci" / "namespaced-values.yaml"])
+    policies = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d["spec"]
+        for d in docs
+        if d["kind"] == "NetworkPolicy"
+    }
+    assert set(policies) == {
+        (ns, f"rel-sluice-{who}")
+        for ns in ("analytics", "payments")
+        for who in ("drivers", "executors")
+    }
+    drivers = policies[("analytics", "rel-sluice-drivers")]
+    assert drivers["podSelector"]["matchLabels"] == {
+        "sluice.dev/role": "driver",
+        "app.kubernetes.io/managed-by": "sluice-operator",
+    }
+    assert drivers["policyTypes"] == ["Ingress"]  # egress to Kafka and Cassandra is the user's
+    operator, prometheus, executors = drivers["ingress"]
+    assert operator["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "sluice-system"
+    }
+    assert operator["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "operator"
+    )
+    assert [p["port"] for p in operator["ports"]] == ["metrics"]
+    assert prometheus["from"][0]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "prometheus"
+    }
+    assert [p["port"] for p in prometheus["ports"]] == ["metrics"]
+    assert executors["from"] == [{"podSelector": {"matchLabels": {"sluice.dev/role": "executor"}}}]
+    assert [p["port"] for p in executors["ports"]] == ["driver", "blockmanager"]
+    assert all(rule.get("from") for rule in drivers["ingress"])  # no rule admits everyone
+
+
+def test_without_metrics_from_only_the_operator_reads_the_metrics(render: Render) -> None:
+    """An ingress rule without `from` would admit every source: none is rendered."""
+    docs = render("networkPolicy.metricsFrom=null")
+    drivers = one(docs, "NetworkPolicy", "rel-sluice-drivers")["spec"]
+    assert len(drivers["ingress"]) == 2
+    assert all(rule.get("from") for rule in drivers["ingress"])
+
+
+def test_network_policies_go_with_namespaced_mode_only(render: Render) -> None:
+    assert not [d for d in render("clusterWide=true") if d["kind"] == "NetworkPolicy"]
+    assert not [d for d in render("networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]

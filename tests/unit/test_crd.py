@@ -225,3 +225,35 @@ def test_main_prints_the_yaml() -> None:
     printed: list[str] = []
     assert crd.main([], out=printed.append) == 0
     assert yaml.safe_load(printed[0]) == crd.build_crd()
+
+
+def test_every_value_a_tenant_writes_is_bounded_by_the_crd() -> None:
+    """A manifest is a tenant's input to a shared operator and driver: every string has
+    a maximum length, every list and map a maximum size, every integer a maximum, so
+    nothing unbounded reaches a pod's environment or the checkpoint store."""
+    unbounded = []
+    for path, node in crd._walk(crd.spec_schema(), "spec"):
+        kind = node.get("type")
+        if kind == "string" and "maxLength" not in node and "enum" not in node:
+            unbounded.append(f"{path}: maxLength")
+        elif kind == "array" and "maxItems" not in node:
+            unbounded.append(f"{path}: maxItems")
+        elif kind == "integer" and "maximum" not in node:
+            unbounded.append(f"{path}: maximum")
+        elif kind == "object" and "properties" not in node and "maxProperties" not in node:
+            unbounded.append(f"{path}: maxProperties")
+    assert unbounded == []
+
+
+def test_free_form_options_are_refused_beyond_64_kib() -> None:
+    spec = {
+        "image": "job:1",
+        "source": {"kafka": {"bootstrapServers": "k:9092", "topics": ["t"]}},
+        "transform": {"entrypoint": "m:f", "options": {"blob": "x" * 70_000}},
+        "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
+        "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+    }
+    with pytest.raises(ValueError, match=r"transform.options is \d+ bytes as JSON"):
+        PipelineSpec.model_validate(spec)
+    spec["transform"]["options"] = {"blob": "x" * 60_000}
+    assert PipelineSpec.model_validate(spec).transform.options["blob"] == "x" * 60_000

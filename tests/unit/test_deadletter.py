@@ -11,12 +11,16 @@ from typing import Any
 import pytest
 
 from sluice_job.deadletter import (
+    REASON_MAX_CHARS,
     DeadLetterError,
     Header,
     KafkaDeadLetters,
     NoDeadLetters,
     Reject,
     RejectedWithoutDeadLetterError,
+    fit,
+    headers,
+    payload_budget,
     producer_config,
 )
 
@@ -118,3 +122,49 @@ def test_producer_is_idempotent_and_waits_for_all_in_sync_replicas() -> None:
     assert config["acks"] == "all"
     assert config["bootstrap.servers"] == "kafka:9092"
     assert config["sasl.username"] == "u"
+
+
+def test_a_record_larger_than_a_letter_is_cut_to_fit_and_the_letter_says_how_large_it_was() -> None:
+    producer = FakeProducer()
+    big = Reject(b"k" * 10, b"v" * 50_000, "ui-events", 0, 5, "malformed JSON")
+    letters = KafkaDeadLetters(producer, "dlq", "a/p", "kafka:9092", max_message_bytes=20_000)
+    letters.write([big, *REJECTS], batch_id=3, count=3)
+    cut, small, empty = producer.sent
+    assert len(cut["key"]) + len(cut["value"]) <= payload_budget(20_000)
+    assert cut["key"] == b"k" * 10  # the key kept whole, the value cut from its end
+    assert cut["value"] == b"v" * (payload_budget(20_000) - 10)
+    assert dict(cut["headers"])[Header.TRUNCATED] == b"true"
+    assert dict(cut["headers"])[Header.KEY_SIZE] == b"10"
+    assert dict(cut["headers"])[Header.VALUE_SIZE] == b"50000"
+    for whole in (small, empty):  # records that fit carry no truncation headers
+        assert Header.TRUNCATED not in dict(whole["headers"])
+    assert small["value"] == b"{not json"
+
+
+def test_a_huge_key_is_cut_to_half_the_budget_when_the_value_needs_room() -> None:
+    reject = Reject(b"k" * 1_000, b"v" * 1_000, "t", 0, 1, "bad")
+    cut = fit(reject, 600)
+    assert (cut.key, cut.value) == (b"k" * 300, b"v" * 300)
+    assert cut.sizes() == (1_000, 1_000)
+    assert cut.truncated
+    assert fit(Reject(b"k" * 900, b"v" * 10, "t", 0, 1, "bad"), 600).key == b"k" * 590
+
+
+def test_sizes_cut_before_the_driver_are_kept_in_the_letter() -> None:
+    """Spark cuts large rejects before they reach the driver and passes the original
+    sizes beside them: the letter reports those, not what arrived."""
+    arrived = Reject(b"k", b"v" * 100, "t", 0, 1, "bad", key_size=1, value_size=2_000_000)
+    assert arrived.truncated
+    names = dict(headers(fit(arrived, 1_000), "a/p", 1))
+    assert names[Header.VALUE_SIZE] == b"2000000"
+
+
+def test_a_long_reason_is_cut_so_the_headers_stay_within_the_headroom() -> None:
+    reject = Reject(None, b"x", "t", 0, 1, "r" * 100_000)
+    reason = dict(headers(reject, "a/p", 1))[Header.REASON]
+    assert len(reason) == REASON_MAX_CHARS
+
+
+def test_the_producer_batches_no_more_than_the_topic_takes() -> None:
+    assert producer_config({"bootstrap.servers": "k:9092"}, 20_000)["batch.size"] == 20_000
+    assert "batch.size" not in producer_config({"bootstrap.servers": "k:9092"})

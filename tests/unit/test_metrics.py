@@ -4,6 +4,7 @@ back from the process's registry, as an exporter would serve them)."""
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 import uuid
 
@@ -94,3 +95,34 @@ def test_a_taken_port_delays_the_endpoint_instead_of_failing_the_driver() -> Non
     assert endpoint.serving
     with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=5) as page:
         assert b"sluice_batches_total" in page.read()
+
+
+def test_the_endpoint_listens_on_the_pods_address_only() -> None:
+    """Issue 22: metrics on the pod's IP (POD_IP, set by the operator), not on every
+    address of the pod."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.2", 0))
+        port = probe.getsockname()[1]
+    endpoint = Endpoint(port, "127.0.0.2")
+    endpoint.ensure()
+    assert endpoint.serving
+    with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=5) as page:
+        assert b"sluice_batches_total" in page.read()
+    with pytest.raises(urllib.error.URLError, match="Connection refused"):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+
+
+def test_the_driver_serves_metrics_on_the_address_the_operator_gives_it() -> None:
+    from sluice_api import env as names
+    from sluice_job.config import load
+    from sluice_operator.builders import Owner, driver_env
+    from tests.support.observations import spec
+
+    env = {e["name"]: e for e in driver_env(Owner("p", "ns", "u"), spec(), 1)}
+    assert env[names.POD_IP] == {
+        "name": "POD_IP",
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }
+    values = {k: e["value"] for k, e in env.items() if "value" in e}
+    assert load({**values, names.POD_IP: "10.1.2.3"}).metrics_host == "10.1.2.3"
+    assert load(values).metrics_host == ""  # outside a pod: every address

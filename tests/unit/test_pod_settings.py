@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 OWNER = builders.Owner("orders", "team-a", "uid-1")
 
 
-def spec(pod: dict[str, Any]) -> PipelineSpec:
+def spec(pod: dict[str, Any], **spark: Any) -> PipelineSpec:
     return PipelineSpec.model_validate(
         {
             "image": "registry.example.com/team-a/orders:1",
@@ -23,7 +23,7 @@ def spec(pod: dict[str, Any]) -> PipelineSpec:
             "transform": {"entrypoint": "orders.transform:run"},
             "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
             "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
-            "spark": {"executors": {"instances": 0}, "pod": pod},
+            "spark": {"executors": {"instances": 0}, "pod": pod, **spark},
         }
     )
 
@@ -103,7 +103,7 @@ def test_without_pod_settings_the_pod_is_as_before() -> None:
     pod = builders.driver_pod(OWNER, spec({}), 1, "hash")
     assert "imagePullSecrets" not in pod["spec"]
     assert "priorityClassName" not in pod["spec"]
-    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert pod["spec"]["volumes"] == [{"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}]
     assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
 
 
@@ -157,3 +157,49 @@ REFUSED = {
 def test_refused_pod_settings_name_the_problem(pod: dict[str, Any], says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         spec(pod)
+
+
+# -- what a driver pod may use of its node and of the API server (issue 22) ----------
+
+
+def test_by_default_spark_runs_in_the_driver_pod_which_gets_no_token() -> None:
+    pod = builders.driver_pod(OWNER, spec({}, executors={}), 1, "h")  # the default count
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    env = {e["name"] for e in pod["spec"]["containers"][0]["env"]}
+    assert "SLUICE_SPARK_MASTER" not in env  # local mode: nothing to ask the API server
+
+
+def test_only_a_driver_with_executor_pods_gets_its_token() -> None:
+    pod = builders.driver_pod(OWNER, spec({}, executors={"instances": 2}), 1, "h")
+    assert pod["spec"]["automountServiceAccountToken"] is True
+
+
+def test_scratch_space_is_bounded_on_disk_and_in_the_pods_storage_request() -> None:
+    pod = builders.driver_pod(OWNER, spec({}, driver={"scratch": "10Gi"}), 1, "h")
+    (scratch,) = [v for v in pod["spec"]["volumes"] if v["name"] == "scratch"]
+    assert scratch["emptyDir"] == {"sizeLimit": "10Gi"}
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["ephemeral-storage"] == "10Gi"
+    assert resources["limits"]["ephemeral-storage"] == "10Gi"
+    default = builders.driver_pod(OWNER, spec({}), 1, "h")
+    assert default["spec"]["volumes"][0]["emptyDir"] == {"sizeLimit": "2Gi"}
+
+
+def test_a_driver_without_executors_gets_no_rights_and_one_with_them_the_shipped_role() -> None:
+    alone = builders.supporting(OWNER, spec({}, executors={}))
+    assert [m["kind"] for m in alone] == ["ServiceAccount", "Service"]
+    with_executors = spec({}, executors={"instances": 2})
+    objects = builders.supporting(OWNER, with_executors, "rel-sluice-driver")
+    binding = next(m for m in objects if m["kind"] == "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "rel-sluice-driver",
+    }
+    assert binding["subjects"][0]["name"] == "orders-driver"
+    executor = next(m for m in objects if m["metadata"]["name"] == "orders-executor")
+    assert executor["automountServiceAccountToken"] is False
+    conf = builders.spark_kubernetes_conf(OWNER, with_executors)
+    assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-executor"
+    assert conf["spark.kubernetes.executor.label.sluice.dev/role"] == "executor"  # policies
+    assert not any(m["kind"] == "Role" for m in objects)  # the operator creates no Role

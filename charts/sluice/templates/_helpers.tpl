@@ -73,14 +73,19 @@ What the operator does in a namespace it watches, derived from its code:
 - streamingpipelines get/list/watch/patch: kopf lists and watches them and patches
   its finalizer and annotations; kube.pipeline() reads one afresh;
 - streamingpipelines/status patch: the status, the operator's write-ahead log;
+- streamingpipelines/finalizers update: the objects of a pipeline name it as their
+  owner with blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+  admission plugin allows only to who may update the owner's finalizers;
 - pods create/list/watch/delete: driver pods (the driver-pod index of handlers.py and
   kube.driver_pods, CreatePod, StopPod/RemovePod);
-- serviceaccounts, roles, rolebindings create: each pipeline's driver identity
-  (builders.supporting);
-- pods, services, configmaps, persistentvolumeclaims with the driver's verbs: the
-  driver Role (builders.DRIVER_RULES) grants these to the driver, and the API server
-  lets a creator grant only what it holds (RBAC escalation prevention); this also
-  covers the Service create and the pod verbs above;
+- services, serviceaccounts, rolebindings create: each pipeline's driver Service and
+  identity (builders.supporting);
+- clusterroles bind, on the driver ClusterRole only: the RoleBinding that gives a
+  driver with executors its rights; the API server lets the operator bind a role
+  whose rights it does not hold itself only with this verb, so the operator holds
+  none of the verbs it hands out;
+- secrets get: the labels of the Secrets a pipeline names (consent.py), asked for as
+  metadata only (PartialObjectMetadata), before a driver pod is created;
 - events create: the operator's events (kube.event) and kopf's own.
 */}}
 {{- define "sluice.namespacedRules" -}}
@@ -90,18 +95,49 @@ What the operator does in a namespace it watches, derived from its code:
 - apiGroups: [sluice.dev]
   resources: [streamingpipelines/status]
   verbs: [patch]
+- apiGroups: [sluice.dev]
+  resources: [streamingpipelines/finalizers]
+  verbs: [update]
 - apiGroups: [""]
-  resources: [pods, services, configmaps, persistentvolumeclaims]
-  verbs: [create, get, list, watch, delete, deletecollection, patch]
+  resources: [pods]
+  verbs: [create, list, watch, delete]
 - apiGroups: [""]
-  resources: [serviceaccounts]
+  resources: [services, serviceaccounts]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [rolebindings]
   verbs: [create]
 - apiGroups: [rbac.authorization.k8s.io]
-  resources: [roles, rolebindings]
-  verbs: [create]
+  resources: [clusterroles]
+  resourceNames: [{{ include "sluice.driverClusterRole" . }}]
+  verbs: [bind]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- end }}
+
+{{/* The ClusterRole bound to a driver that runs executor pods, in its namespace. */}}
+{{- define "sluice.driverClusterRole" -}}
+{{- printf "%s-driver" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+What Spark's Kubernetes backend does from the driver when it runs executor pods:
+creates, watches and deletes them, with the ConfigMap of their Spark settings, and
+PersistentVolumeClaims when a pipeline asks for on-demand volumes.
+*/}}
+{{- define "sluice.driverRules" -}}
+- apiGroups: [""]
+  resources: [pods, services, configmaps, persistentvolumeclaims]
+  verbs: [create, get, list, watch, delete, deletecollection, patch]
+{{- end }}
+
+{{/* The namespaces the operator serves when not cluster-wide (JSON list). */}}
+{{- define "sluice.watchedNamespaces" -}}
+{{- default (list .Release.Namespace) .Values.watchNamespaces | toJson }}
 {{- end }}
 
 {{/*

@@ -28,12 +28,13 @@ LEASE_SECONDS = 40
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 # Advertised, not enforced (the agent runs processes, not cgroups): enough CPU for
-# `make bench-operator`'s 100 one-core driver pods on the stack's two nodes.
+# `make bench-operator`'s 100 one-core driver pods (2Gi scratch each) on the stack's
+# two nodes.
 CAPACITY: Mapping[str, str] = {
     "cpu": "64",
     "memory": "64Gi",
     "pods": "110",
-    "ephemeral-storage": "100Gi",
+    "ephemeral-storage": "1Ti",
 }
 TIMEOUT = 10.0
 

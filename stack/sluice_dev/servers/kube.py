@@ -298,8 +298,11 @@ def _apiserver_argv(layout: Layout) -> Sequence[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--authorization-mode=RBAC",
-        # On by default; named so that nobody drops it: tests enforce `restricted`.
-        "--enable-admission-plugins=PodSecurity",
+        # PodSecurity is on by default; named so that nobody drops it: tests enforce
+        # `restricted`. OwnerReferencesPermissionEnforcement (on in OpenShift and other
+        # hardened clusters): an owner reference that blocks its owner's deletion needs
+        # `update` on the owner's finalizers, which the chart's RBAC must then grant.
+        "--enable-admission-plugins=PodSecurity,OwnerReferencesPermissionEnforcement",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={_sa_pub(layout)}",
         f"--service-account-signing-key-file={_sa_key(layout)}",

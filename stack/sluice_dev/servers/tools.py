@@ -76,7 +76,9 @@ PROMTOOL = go_artifact(
         tags=("remove_all_sd",),
     ),
 )
-ARTIFACTS: tuple[Artifact, ...] = (HELM, PROMTOOL)
+# Prometheus's relabel package, to apply the chart's PodMonitor relabelings in tests.
+RELABEL = go_artifact("relabel", versions.PROMETHEUS, GoBuild(STACK_SRC / "go" / "relabel", (".",)))
+ARTIFACTS: tuple[Artifact, ...] = (HELM, PROMTOOL, RELABEL)
 SERVERS: tuple[Server, ...] = ()
 
 
@@ -86,3 +88,7 @@ def helm(layout: Layout) -> Path:
 
 def promtool(layout: Layout) -> Path:
     return PROMTOOL.path(layout) / "bin" / "promtool"
+
+
+def relabel(layout: Layout) -> Path:
+    return RELABEL.path(layout) / "bin" / "relabel"
