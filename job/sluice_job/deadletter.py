@@ -27,7 +27,6 @@ pipeline resumes from that batch once a dead-letter topic is configured.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,7 +38,7 @@ from confluent_kafka import Producer as KafkaProducer
 # ConfigResource is missing from the package's stubs, not from the package.
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
-log = logging.getLogger(__name__)
+from sluice_job import logs
 
 CONFIRM_SECONDS: Final = 30.0
 """How long Kafka has to acknowledge a batch's rejects before the batch fails."""
@@ -308,10 +307,10 @@ def _topic_limit(admin: AdminClient, topic: str, timeout: float) -> int | None:
         )
         return int(configs["max.message.bytes"].value)
     except (KafkaException, KeyError, ValueError) as err:
-        log.warning(
-            "dead-letter topic %r: its max.message.bytes is unknown (%s); letters are cut "
-            "to the producer's message.max.bytes",
-            topic,
-            err,
+        logs.event(
+            "dead-letter topic limit unknown: letters are cut to the producer's message.max.bytes",
+            level=30,
+            topic=topic,
+            message=str(err),
         )
         return None

@@ -136,7 +136,7 @@ def observe(
         deleting=deleting or meta.get("deletionTimestamp") is not None,
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},
-        progress=_progress(f"{namespace}/{name}", pods, status),
+        progress=_progress(f"{namespace}/{name}", current),
         secret_refusals=refusals,
     )
 
@@ -165,9 +165,8 @@ def _drivers(
     return watched.pods, {**watched.nodes, **kube.nodes(missing)}
 
 
-def _progress(pipeline: str, pods: tuple[PodView, ...], status: Status) -> DriverProgress | None:
+def _progress(pipeline: str, current: PodView | None) -> DriverProgress | None:
     """The current driver's own report, if it runs and answers."""
-    current = next((p for p in pods if p.name == status.driver_pod), None)
     if current is None or current.ip is None or current.phase is not PodPhase.RUNNING:
         return None
     if current.deleting:
