@@ -57,8 +57,8 @@ def servers(layout: Layout) -> Iterator[StackServers]:
 
 @pytest.fixture(scope="session")
 def stack(servers: StackServers) -> Layout:
-    """Every server of the local stack, healthy."""
-    return servers.ensure(*(s.name for s in registry.SERVERS))
+    """Every server of the default local stack (not the optional ones), healthy."""
+    return servers.ensure(*(s.name for s in registry.defaults()))
 
 
 # -- Kafka -------------------------------------------------------------------------
