@@ -101,7 +101,12 @@ def _probe(layout: Layout) -> str | None:
 
 
 def _exports(layout: Layout) -> Mapping[str, str]:
-    return {"SLUICE_CASSANDRA_SECURE_CONTACT": CONTACT, **tls.exports(layout)}
+    return {
+        "SLUICE_CASSANDRA_SECURE_CONTACT": CONTACT,
+        "SLUICE_CASSANDRA_SECURE_USERNAME": SUPERUSER,
+        "SLUICE_CASSANDRA_SECURE_PASSWORD": SUPERUSER_PASSWORD,
+        **tls.exports(layout),
+    }
 
 
 SERVERS: tuple[Server, ...] = (

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from sluice_dev import ports, probes, tls, versions
 from sluice_dev.artifacts import Artifact
@@ -45,7 +45,8 @@ NODE_ID: Final = 1
 BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA}"
 SASL_SSL_BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA_SASL_SSL}"
 SSL_BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA_SSL}"
-SASL_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS: Final = (*SCRAM_MECHANISMS, "PLAIN")
 PLAIN_USER: Final = "plain-user"
 PLAIN_PASSWORD: Final = "plain-user-secret"
 POM: Final = STACK_SRC / "maven" / "kafka" / "pom.xml"
@@ -256,20 +257,18 @@ def _probe(layout: Layout) -> str | None:
     return None
 
 
-ScramMechanismName = Literal["SCRAM-SHA-256", "SCRAM-SHA-512"]
 SCRAM_ITERATIONS: Final = 4096
 
 
 def add_scram_user(
-    name: str,
-    password: str,
-    mechanism: ScramMechanismName = "SCRAM-SHA-512",
-    *,
-    timeout: float = 30.0,
+    name: str, password: str, mechanism: str = "SCRAM-SHA-512", *, timeout: float = 30.0
 ) -> None:
-    """Create (or replace) the SCRAM credential of user ``name`` for ``mechanism``,
-    through the PLAINTEXT listener; returns once the broker describes it, from the
-    same metadata image its ``SASL_SSL`` listener authenticates against."""
+    """Create (or replace) the SCRAM credential of user ``name`` for ``mechanism``
+    (one of ``SCRAM_MECHANISMS``), through the PLAINTEXT listener; returns once the
+    broker describes it, from the same metadata image its ``SASL_SSL`` listener
+    authenticates against."""
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ValueError(f"SCRAM mechanism {mechanism!r} is not one of {SCRAM_MECHANISMS}")
     # The SCRAM types are missing from the package's re-exports for type checkers,
     # not from the package.
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
