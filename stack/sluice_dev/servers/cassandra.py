@@ -9,6 +9,10 @@ one JVM on loopback, data under ``layout.data("cassandra")``.
 upstream ``conf/jvm17-server.options``, copied below. The node is tuned to start
 fast and small (1 GiB heap, no gossip settling, no ring state, no fsync of system
 tables) and is for development and tests only.
+
+What one node has of its own (name, ports, cluster name, authentication and client
+encryption) is a ``Node``; the open node here and ``cassandra_secure`` share the
+rest: artifact, JVM flags, configuration and probe.
 """
 
 from __future__ import annotations

@@ -264,9 +264,9 @@ def add_scram_user(
     name: str, password: str, mechanism: str = "SCRAM-SHA-512", *, timeout: float = 30.0
 ) -> None:
     """Create (or replace) the SCRAM credential of user ``name`` for ``mechanism``
-    (one of ``SCRAM_MECHANISMS``), through the PLAINTEXT listener; returns once the
-    broker describes it, from the same metadata image its ``SASL_SSL`` listener
-    authenticates against."""
+    (one of ``SCRAM_MECHANISMS``), through the PLAINTEXT listener. The controller
+    commits it first; this returns once the broker itself describes it from its
+    metadata, which its ``SASL_SSL`` listener authenticates against."""
     if mechanism not in SCRAM_MECHANISMS:
         raise ValueError(f"SCRAM mechanism {mechanism!r} is not one of {SCRAM_MECHANISMS}")
     # The SCRAM types are missing from the package's re-exports for type checkers,
