@@ -1,7 +1,8 @@
 """``sluice-dev``: the command line of the local stack.
 
 sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
-sluice-dev up [SERVER...]            start servers (and what they need); idempotent
+sluice-dev up [SERVER...]            start servers (and what they need); idempotent;
+                                     optional ones (cassandra-secure) only when named
 sluice-dev down [--purge]            stop everything the stack started
 sluice-dev stop SERVER [--kill]      stop one server, keeping its data
 sluice-dev restart SERVER [--down S] [--kill]   stop one server, wait S seconds, start it
@@ -54,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("artifacts", nargs="*", metavar="ARTIFACT", help=_names(registry.ARTIFACTS))
     cmd.set_defaults(run=_provision)
 
-    cmd = sub.add_parser("up", help="start servers (default: all) and wait until healthy")
+    cmd = sub.add_parser(
+        "up", help="start servers (default: all but the optional ones) and wait until healthy"
+    )
     cmd.add_argument("servers", nargs="*", metavar="SERVER", help=_names(registry.SERVERS))
     cmd.set_defaults(run=_up)
 

@@ -59,7 +59,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` readable by the owner only, atomically (rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
@@ -96,7 +96,7 @@ def ensure_private_key(path: Path) -> ec.EllipticCurvePrivateKey:
     if path.exists():
         return _load_key(path)
     key = ec.generate_private_key(ec.SECP256R1())
-    _write_private(path, _key_pem(key))
+    write_private(path, _key_pem(key))
     return key
 
 

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from sluice_dev.artifacts import Artifact
-from sluice_dev.servers import cassandra, datastore, etcd, kafka, kube, nodeagent, spark, tools
+from sluice_dev.servers import (
+    cassandra,
+    cassandra_secure,
+    datastore,
+    etcd,
+    kafka,
+    kube,
+    nodeagent,
+    spark,
+    tools,
+)
 from sluice_dev.servers.base import Server
 
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -22,8 +32,14 @@ SERVERS: tuple[Server, ...] = (
     *nodeagent.SERVERS,
     *kafka.SERVERS,
     *cassandra.SERVERS,
+    *cassandra_secure.SERVERS,
     *datastore.SERVERS,
 )
+
+
+def defaults() -> tuple[Server, ...]:
+    """The whole stack, as ``sluice-dev up`` starts it: every server not optional."""
+    return tuple(item for item in SERVERS if not item.optional)
 
 
 def artifact(name: str) -> Artifact:

@@ -44,9 +44,10 @@ class Health:
 
 
 def with_requirements(names: Iterable[str] | None) -> list[Server]:
-    """The named servers plus everything they require, in start order."""
+    """The named servers plus everything they require, in start order; without
+    names, the default stack (no optional servers)."""
     if not names:
-        return list(registry.SERVERS)
+        return list(registry.defaults())
     wanted: set[str] = set()
     stack = list(names)
     while stack:
@@ -73,7 +74,12 @@ def health(server: Server, layout: Layout) -> Health:
 
 
 def status(layout: Layout) -> list[Health]:
-    return [health(server, layout) for server in registry.SERVERS]
+    """The health of the default stack, and of optional servers that are running."""
+    return [
+        health(server, layout)
+        for server in registry.SERVERS
+        if not server.optional or procs.read_pid(layout.pidfile(server.name))
+    ]
 
 
 def up(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +57,8 @@ def servers(layout: Layout) -> Iterator[StackServers]:
 
 @pytest.fixture(scope="session")
 def stack(servers: StackServers) -> Layout:
-    """Every server of the local stack, healthy."""
-    return servers.ensure(*(s.name for s in registry.SERVERS))
+    """Every server of the default local stack (not the optional ones), healthy."""
+    return servers.ensure(*(s.name for s in registry.defaults()))
 
 
 # -- Kafka -------------------------------------------------------------------------
@@ -108,6 +108,28 @@ def kafka_topic(
             future.result(timeout=30)
 
 
+@pytest.fixture(scope="session")
+def kafka_secure(servers: StackServers) -> Any:
+    """The broker's ``SASL_SSL`` and ``SSL`` listeners (``tests.support.secure.KafkaSecure``):
+    bootstraps, the CA and client certificate as PEM, the fixed PLAIN user and
+    ``add_scram_user(name, password, mechanism)``."""
+    from sluice_dev import tls
+    from sluice_dev.servers import kafka
+    from tests.support.secure import KafkaSecure
+
+    files = tls.paths(servers.ensure(kafka.NAME))
+    return KafkaSecure(
+        sasl_ssl_bootstrap=kafka.SASL_SSL_BOOTSTRAP,
+        ssl_bootstrap=kafka.SSL_BOOTSTRAP,
+        ca_pem=files.ca.read_text(),
+        client_cert_pem=files.client.cert.read_text(),
+        client_key_pem=files.client.key.read_text(),
+        plain_user=kafka.PLAIN_USER,
+        plain_password=kafka.PLAIN_PASSWORD,
+        add_scram_user=kafka.add_scram_user,
+    )
+
+
 # -- Cassandra ---------------------------------------------------------------------
 
 
@@ -140,6 +162,40 @@ def cassandra_keyspace(cassandra: Any, unique_name: Callable[[str], str]) -> Ite
     )
     yield name
     cassandra.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
+@pytest.fixture(scope="session")
+def cassandra_secure(servers: StackServers) -> Iterator[Any]:
+    """The ``cassandra-secure`` node (``tests.support.secure.CassandraSecure``): TLS
+    required, passwords, permissions. ``create_role(name, password, keyspace,
+    permissions)`` makes a login role; the roles are dropped after the run."""
+    from sluice_dev import cql, tls
+    from sluice_dev.servers import cassandra_secure as node
+    from tests.support.secure import CassandraSecure, cassandra_cluster
+
+    files = tls.paths(servers.ensure(node.NAME))
+    ca_pem = files.ca.read_text()
+    cluster = cassandra_cluster(node.CONTACT, ca_pem, node.SUPERUSER, node.SUPERUSER_PASSWORD)
+    admin = cluster.connect()
+    roles: list[str] = []
+
+    def create_role(name: str, password: str, keyspace: str, permissions: Iterable[str]) -> None:
+        node.create_role(admin, name, password, keyspace, permissions)
+        roles.append(name)
+
+    yield CassandraSecure(
+        contact=node.CONTACT,
+        superuser=node.SUPERUSER,
+        superuser_password=node.SUPERUSER_PASSWORD,
+        ca_pem=ca_pem,
+        client_cert_pem=files.client.cert.read_text(),
+        client_key_pem=files.client.key.read_text(),
+        create_role=create_role,
+        admin=admin,
+    )
+    for role in roles:
+        admin.execute(f"DROP ROLE IF EXISTS {cql.identifier(role)}")
+    cluster.shutdown()
 
 
 # -- Datastore ---------------------------------------------------------------------

@@ -28,3 +28,6 @@ class Server:
     start_timeout: float = 120.0
     stop_grace: float = 15.0
     tags: frozenset[str] = field(default_factory=frozenset)
+    optional: bool = False
+    """Started only when named (``sluice-dev up NAME``, a fixture), never as part of
+    the whole stack; ``status`` reports it only while it runs."""

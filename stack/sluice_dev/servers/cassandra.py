@@ -9,14 +9,19 @@ one JVM on loopback, data under ``layout.data("cassandra")``.
 upstream ``conf/jvm17-server.options``, copied below. The node is tuned to start
 fast and small (1 GiB heap, no gossip settling, no ring state, no fsync of system
 tables) and is for development and tests only.
+
+What one node has of its own (name, ports, cluster name, authentication and client
+encryption) is a ``Node``; the open node here and ``cassandra_secure`` share the
+rest: artifact, JVM flags, configuration and probe.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sluice_dev import ports, probes, versions
 from sluice_dev.artifacts import Artifact
@@ -114,44 +119,77 @@ def java() -> str:
     return str(Path(home) / "bin" / "java") if home else "java"
 
 
-def _yaml_path(layout: Layout) -> Path:
-    return layout.conf(NAME) / "cassandra.yaml"
-
-
-def _logback_path(layout: Layout) -> Path:
-    return layout.conf(NAME) / "logback.xml"
-
-
 PAXOS_VARIANT: Final = os.environ.get("SLUICE_CASSANDRA_PAXOS", "v2")
 """``v1`` or ``v2``; the environment switch exists to measure one against the other."""
 
 
-def cassandra_yaml(layout: Layout) -> str:
-    """The node's configuration; every key Cassandra has no default for is here."""
-    data = layout.data(NAME)
-    return f"""\
-# Written by sluice_dev.servers.cassandra; rewritten on every start.
-cluster_name: {CLUSTER_NAME}
-num_tokens: 1
-partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
-seed_provider:
-  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
-    parameters:
-      - seeds: "{ports.HOST}:{ports.CASSANDRA_STORAGE}"
-listen_address: {ports.HOST}
-rpc_address: {ports.HOST}
-storage_port: {ports.CASSANDRA_STORAGE}
-start_native_transport: true
-native_transport_port: {ports.CASSANDRA_NATIVE}
+@dataclass(frozen=True)
+class Node:
+    """What sets one of the stack's Cassandra nodes apart: its name (the server's,
+    the directories'), ports, and what it demands of clients. Each node is a cluster
+    of its own."""
 
+    name: str
+    cluster_name: str
+    native_port: int
+    storage_port: int
+    security: Callable[[Layout], str]
+    """The YAML of authentication, authorization and client encryption."""
+    jvm_flags: tuple[str, ...] = ()
+
+    @property
+    def contact(self) -> str:
+        return f"{ports.HOST}:{self.native_port}"
+
+
+def _open_security(_layout: Layout) -> str:
+    return """\
 # A development stack on loopback: no authentication, no authorization. The
 # project's code passes credentials only when a secret names them.
 authenticator: AllowAllAuthenticator
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 network_authorizer: AllowAllNetworkAuthorizer
+"""
 
+
+NODE: Final = Node(
+    name=NAME,
+    cluster_name=CLUSTER_NAME,
+    native_port=ports.CASSANDRA_NATIVE,
+    storage_port=ports.CASSANDRA_STORAGE,
+    security=_open_security,
+)
+
+
+def _yaml_path(layout: Layout, node: Node) -> Path:
+    return layout.conf(node.name) / "cassandra.yaml"
+
+
+def _logback_path(layout: Layout, node: Node) -> Path:
+    return layout.conf(node.name) / "logback.xml"
+
+
+def cassandra_yaml(layout: Layout, node: Node = NODE) -> str:
+    """The node's configuration; every key Cassandra has no default for is here."""
+    data = layout.data(node.name)
+    return f"""\
+# Written by sluice_dev.servers.cassandra; rewritten on every start.
+cluster_name: {node.cluster_name}
+num_tokens: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "{ports.HOST}:{node.storage_port}"
+listen_address: {ports.HOST}
+rpc_address: {ports.HOST}
+storage_port: {node.storage_port}
+start_native_transport: true
+native_transport_port: {node.native_port}
+
+{node.security(layout)}
 data_file_directories:
   - {data / "data"}
 commitlog_directory: {data / "commitlog"}
@@ -191,22 +229,23 @@ LOGBACK_XML: Final = """\
 """
 
 
-def _prepare(layout: Layout) -> None:
-    layout.conf(NAME).mkdir(parents=True, exist_ok=True)
+def prepare(layout: Layout, node: Node) -> None:
+    layout.conf(node.name).mkdir(parents=True, exist_ok=True)
     for sub in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs"):
-        (layout.data(NAME) / sub).mkdir(parents=True, exist_ok=True)
-    _yaml_path(layout).write_text(cassandra_yaml(layout))
-    _logback_path(layout).write_text(LOGBACK_XML)
+        (layout.data(node.name) / sub).mkdir(parents=True, exist_ok=True)
+    _yaml_path(layout, node).write_text(cassandra_yaml(layout, node))
+    _logback_path(layout, node).write_text(LOGBACK_XML)
 
 
-def _argv(layout: Layout) -> Sequence[str]:
+def argv(layout: Layout, node: Node) -> Sequence[str]:
     return [
         java(),
         *JVM_FLAGS,
-        f"-Dcassandra.config={_yaml_path(layout).as_uri()}",
-        f"-Dcassandra.storagedir={layout.data(NAME)}",
-        f"-Dcassandra.logdir={layout.data(NAME) / 'logs'}",
-        f"-Dlogback.configurationFile={_logback_path(layout)}",
+        *node.jvm_flags,
+        f"-Dcassandra.config={_yaml_path(layout, node).as_uri()}",
+        f"-Dcassandra.storagedir={layout.data(node.name)}",
+        f"-Dcassandra.logdir={layout.data(node.name) / 'logs'}",
+        f"-Dlogback.configurationFile={_logback_path(layout, node)}",
         "-cp",
         # The JVM expands ``dir/*`` to every jar of dir itself; no shell is involved.
         str(ARTIFACT.path(layout) / "lib" / "*"),
@@ -214,9 +253,10 @@ def _argv(layout: Layout) -> Sequence[str]:
     ]
 
 
-def _probe(layout: Layout) -> str | None:
-    """Healthy when a CQL client can connect and read ``system.local``."""
-    closed = probes.tcp_open(ports.HOST, ports.CASSANDRA_NATIVE)
+def cql_probe(node: Node, **connect: Any) -> str | None:
+    """Healthy when a CQL client can connect and read ``system.local`` of the pinned
+    release; ``connect`` goes to the driver's ``Cluster`` (TLS, credentials)."""
+    closed = probes.tcp_open(ports.HOST, node.native_port)
     if closed:
         return closed
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -227,23 +267,24 @@ def _probe(layout: Layout) -> str | None:
     )
     cluster = Cluster(
         contact_points=[ports.HOST],
-        port=ports.CASSANDRA_NATIVE,
+        port=node.native_port,
         protocol_version=5,
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=3,
         control_connection_timeout=3,
+        **connect,
     )
     try:
         session = cluster.connect()
         row = session.execute("SELECT release_version FROM system.local").one()
     except Exception as err:  # the driver raises many unrelated types
-        return f"cassandra at {CONTACT} does not answer CQL ({type(err).__name__}: {err})"
+        return f"{node.name} at {node.contact} does not answer CQL ({type(err).__name__}: {err})"
     finally:
         cluster.shutdown()
     if row is None:
-        return f"cassandra at {CONTACT} has no row in system.local"
+        return f"{node.name} at {node.contact} has no row in system.local"
     if row.release_version != versions.CASSANDRA:
-        return f"cassandra at {CONTACT} is {row.release_version}, not {versions.CASSANDRA}"
+        return f"{node.name} at {node.contact} is {row.release_version}, not {versions.CASSANDRA}"
     return None
 
 
@@ -255,10 +296,10 @@ ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
 SERVERS: tuple[Server, ...] = (
     Server(
         name=NAME,
-        argv=_argv,
-        probe=_probe,
+        argv=lambda layout: argv(layout, NODE),
+        probe=lambda _layout: cql_probe(NODE),
         artifacts=(ARTIFACT.name,),
-        prepare=_prepare,
+        prepare=lambda layout: prepare(layout, NODE),
         exports=_exports,
         start_timeout=180.0,
         stop_grace=30.0,

@@ -14,18 +14,27 @@ Choices a test author should know:
   so a consumer group gets its assignment at once.
 - The internal topics get 4 partitions instead of 50, so the first consumer group
   or transactional producer of a run does not wait for 50 partitions to load.
+
+Besides the PLAINTEXT listener everything uses, two secure listeners let tests run
+pipelines the way a production cluster demands, with the certificates of ``tls``:
+``SASL_SSL`` (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; SCRAM users are made at run
+time with ``add_scram_user``, the one PLAIN user is fixed in the broker's JAAS
+configuration) and ``SSL`` with a required client certificate. The broker has no
+authorizer: these listeners test authentication, not ACLs. Inter-broker and
+controller traffic stays PLAINTEXT.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from sluice_dev import ports, probes, versions
+from sluice_dev import ports, probes, tls, versions
 from sluice_dev.artifacts import Artifact
 from sluice_dev.build import STACK_SRC, maven_copy, run
 from sluice_dev.paths import Layout
@@ -34,6 +43,12 @@ from sluice_dev.servers.base import Server
 NAME: Final = "kafka"
 NODE_ID: Final = 1
 BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA}"
+SASL_SSL_BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA_SASL_SSL}"
+SSL_BOOTSTRAP: Final = f"{ports.HOST}:{ports.KAFKA_SSL}"
+SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS: Final = (*SCRAM_MECHANISMS, "PLAIN")
+PLAIN_USER: Final = "plain-user"
+PLAIN_PASSWORD: Final = "plain-user-secret"
 POM: Final = STACK_SRC / "maven" / "kafka" / "pom.xml"
 
 JVM_FLAGS: Final[tuple[str, ...]] = (
@@ -90,10 +105,16 @@ def server_properties(layout: Layout) -> dict[str, str]:
         "controller.quorum.voters": f"{NODE_ID}@{ports.HOST}:{ports.KAFKA_CONTROLLER}",
         "listeners": (
             f"PLAINTEXT://{ports.HOST}:{ports.KAFKA},"
-            f"CONTROLLER://{ports.HOST}:{ports.KAFKA_CONTROLLER}"
+            f"CONTROLLER://{ports.HOST}:{ports.KAFKA_CONTROLLER},"
+            f"SASL_SSL://{SASL_SSL_BOOTSTRAP},"
+            f"SSL://{SSL_BOOTSTRAP}"
         ),
-        "advertised.listeners": f"PLAINTEXT://{BOOTSTRAP}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "advertised.listeners": (
+            f"PLAINTEXT://{BOOTSTRAP},SASL_SSL://{SASL_SSL_BOOTSTRAP},SSL://{SSL_BOOTSTRAP}"
+        ),
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"
+        ),
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "log.dirs": str(layout.data(NAME)),
@@ -112,6 +133,28 @@ def server_properties(layout: Layout) -> dict[str, str]:
         "num.network.threads": "2",
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",
+        **secure_listener_properties(layout),
+    }
+
+
+def secure_listener_properties(layout: Layout) -> dict[str, str]:
+    """The ``SASL_SSL`` and ``SSL`` listeners: PEM files without passwords (Kafka
+    refuses a key store password with PEM, and the key is not encrypted)."""
+    files = tls.paths(layout)
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(files.server_bundle),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": f"{scram} required;",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{scram} required;",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            f'{plain} required user_{PLAIN_USER}="{PLAIN_PASSWORD}";'
+        ),
     }
 
 
@@ -150,6 +193,7 @@ def formatted(layout: Layout) -> bool:
 
 
 def _prepare(layout: Layout) -> None:
+    tls.ensure(layout)
     layout.conf(NAME).mkdir(parents=True, exist_ok=True)
     layout.data(NAME).mkdir(parents=True, exist_ok=True)
     _properties_path(layout).write_text(_render_properties(server_properties(layout)))
@@ -188,9 +232,10 @@ def _argv(layout: Layout) -> Sequence[str]:
 
 def _probe(layout: Layout) -> str | None:
     """Healthy when the broker answers a metadata request and lists itself."""
-    closed = probes.tcp_open(ports.HOST, ports.KAFKA)
-    if closed:
-        return closed
+    for port in (ports.KAFKA, ports.KAFKA_SASL_SSL, ports.KAFKA_SSL):
+        closed = probes.tcp_open(ports.HOST, port)
+        if closed:
+            return closed
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -212,8 +257,60 @@ def _probe(layout: Layout) -> str | None:
     return None
 
 
-def _exports(_layout: Layout) -> Mapping[str, str]:
-    return {"SLUICE_KAFKA_BOOTSTRAP": BOOTSTRAP}
+SCRAM_ITERATIONS: Final = 4096
+
+
+def add_scram_user(
+    name: str, password: str, mechanism: str = "SCRAM-SHA-512", *, timeout: float = 30.0
+) -> None:
+    """Create (or replace) the SCRAM credential of user ``name`` for ``mechanism``
+    (one of ``SCRAM_MECHANISMS``), through the PLAINTEXT listener. The controller
+    commits it first; this returns once the broker itself describes it from its
+    metadata, which its ``SASL_SSL`` listener authenticates against."""
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ValueError(f"SCRAM mechanism {mechanism!r} is not one of {SCRAM_MECHANISMS}")
+    # The SCRAM types are missing from the package's re-exports for type checkers,
+    # not from the package.
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": BOOTSTRAP, "log_level": 0})
+    kind = ScramMechanism[mechanism.replace("-", "_")]
+    upsertion = UserScramCredentialUpsertion(
+        name, ScramCredentialInfo(kind, SCRAM_ITERATIONS), password.encode()
+    )
+    futures = admin.alter_user_scram_credentials([upsertion], request_timeout=timeout)
+    futures[name].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while not _has_scram_credential(admin, name, kind):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"kafka at {BOOTSTRAP} does not list {mechanism} of {name!r}")
+        time.sleep(0.1)
+
+
+def _has_scram_credential(admin: Any, name: str, kind: Any) -> bool:
+    from confluent_kafka import KafkaException
+
+    try:
+        found = admin.describe_user_scram_credentials([name], request_timeout=5)[name].result()
+    except KafkaException:  # RESOURCE_NOT_FOUND until the broker has the credential
+        return False
+    return any(info.mechanism == kind for info in found.scram_credential_infos)
+
+
+def _exports(layout: Layout) -> Mapping[str, str]:
+    return {
+        "SLUICE_KAFKA_BOOTSTRAP": BOOTSTRAP,
+        "SLUICE_KAFKA_SASL_SSL_BOOTSTRAP": SASL_SSL_BOOTSTRAP,
+        "SLUICE_KAFKA_SSL_BOOTSTRAP": SSL_BOOTSTRAP,
+        "SLUICE_KAFKA_PLAIN_USER": PLAIN_USER,
+        "SLUICE_KAFKA_PLAIN_PASSWORD": PLAIN_PASSWORD,
+        **tls.exports(layout),
+    }
 
 
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
