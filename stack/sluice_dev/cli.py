@@ -11,6 +11,7 @@ sluice-dev logs SERVER [-n N] [-f]   a server's log
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
 sluice-dev image build DIR --tag NAME:TAG   a derived job image for the node agent
+sluice-dev pipeline apply FILE [--cql FILE]   a pipeline manifest run on the local stack
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
 sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak (make soak)
 """
@@ -113,6 +114,17 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("directory", type=Path, metavar="DIR", help="a package with pyproject.toml")
     cmd.add_argument("--tag", "-t", required=True, metavar="NAME:TAG", help="the image's name")
     cmd.set_defaults(run=_image_build)
+
+    cmd = sub.add_parser("pipeline", help="pipelines on the local stack")
+    pipelines = cmd.add_subparsers(dest="pipeline_command", required=True)
+    cmd = pipelines.add_parser(
+        "apply",
+        help="apply a manifest to the local stack (namespace sluice-demo, local addresses), "
+        "creating its topics and the tables of --cql",
+    )
+    cmd.add_argument("file", type=Path, metavar="FILE", help="a StreamingPipeline manifest")
+    cmd.add_argument("--cql", type=Path, metavar="FILE", help="CQL creating the sink's tables")
+    cmd.set_defaults(run=_pipeline_apply)
 
     cmd = sub.add_parser("demo", help="run the KPI pipeline through a node failure and an upgrade")
     cmd.add_argument("--events", type=int, default=24_000, help="events produced")
@@ -242,6 +254,14 @@ def _image_build(layout: Layout, args: argparse.Namespace) -> int:
     )
     print(f"built {built.ref}: {', '.join(built.packages)} in {built.directory}")
     print(f"pods of image {built.ref} on the node agent now import it (spec.image: {built.ref})")
+    return 0
+
+
+def _pipeline_apply(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import demo, localrun
+
+    print(localrun.apply(layout, args.file, args.cql, say=print).rstrip())
+    print(f"watch it:  .venv/bin/sluice-dev env; kubectl -n {demo.NAMESPACE} get sp -o wide")
     return 0
 
 

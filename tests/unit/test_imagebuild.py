@@ -101,3 +101,30 @@ def test_a_bad_tag_is_refused_naming_it(
     (tmp_path / "pyproject.toml").write_text("")
     assert cli.main(["image", "build", str(tmp_path), "--tag", "Mine:1"]) == 1
     assert "--tag 'Mine:1' is not an image name" in capsys.readouterr().err
+
+
+def test_a_manifest_is_pointed_at_the_local_stack_keeping_its_image_and_transform() -> None:
+    import yaml
+
+    from sluice_dev.localrun import cql_statements, localized, topics
+    from sluice_dev.paths import REPO_ROOT
+
+    example = REPO_ROOT / "examples" / "custom-transform"
+    manifest = yaml.safe_load((example / "pipeline.yaml").read_text())
+    body = localized(manifest, namespace="sluice-demo", bootstrap="k:1", contact="c:2")
+    spec = body["spec"]
+    assert body["metadata"] == {"name": "click-scores", "namespace": "sluice-demo"}
+    assert spec["source"]["kafka"]["bootstrapServers"] == "k:1"
+    assert spec["sink"]["cassandra"]["contactPoints"] == ["c:2"]
+    assert spec["checkpoint"]["cassandra"]["contactPoints"] == ["c:2"]
+    assert (spec["image"], spec["transform"]) == (
+        manifest["spec"]["image"],
+        manifest["spec"]["transform"],
+    )
+    assert manifest["spec"]["source"]["kafka"]["bootstrapServers"] != "k:1", "a copy"
+    assert topics(spec) == (["clicks"], "clicks-dlq")
+    statements = cql_statements((example / "schema.cql").read_text())
+    assert [s.split("(")[0].split()[:2] for s in statements] == [
+        ["CREATE", "KEYSPACE"],
+        ["CREATE", "TABLE"],
+    ]
