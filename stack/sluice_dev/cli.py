@@ -11,6 +11,8 @@ sluice-dev env                       `export` lines for clients of the stack
 sluice-dev logs SERVER [-n N] [-f]   a server's log
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
+sluice-dev image build DIR --tag NAME:TAG   a derived job image for the node agent
+sluice-dev pipeline apply FILE [--cql FILE]   a pipeline manifest run on the local stack
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
 sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak (make soak)
 """
@@ -22,10 +24,12 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from sluice_dev import registry, stack
 from sluice_dev.artifacts import Artifact
 from sluice_dev.build import BuildError
+from sluice_dev.imagebuild import ImageBuildError
 from sluice_dev.paths import Layout
 from sluice_dev.servers.base import Server
 
@@ -35,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = Layout.from_env()
     try:
         return int(args.run(layout, args))
-    except (stack.StackError, BuildError) as err:
+    except (stack.StackError, BuildError, ImageBuildError) as err:
         print(f"sluice-dev: {err}", file=sys.stderr)
         return 1
     except KeyError as err:
@@ -102,6 +106,28 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
     cmd.add_argument("--bootstrap", default=None, help="Kafka (default: the stack's)")
     cmd.set_defaults(run=_produce)
+
+    cmd = sub.add_parser("image", help="images the node agent runs")
+    images = cmd.add_subparsers(dest="image_command", required=True)
+    cmd = images.add_parser(
+        "build",
+        help="install the Python package in DIR as image NAME:TAG, as a Dockerfile FROM "
+        "the job image would (examples/custom-transform)",
+    )
+    cmd.add_argument("directory", type=Path, metavar="DIR", help="a package with pyproject.toml")
+    cmd.add_argument("--tag", "-t", required=True, metavar="NAME:TAG", help="the image's name")
+    cmd.set_defaults(run=_image_build)
+
+    cmd = sub.add_parser("pipeline", help="pipelines on the local stack")
+    pipelines = cmd.add_subparsers(dest="pipeline_command", required=True)
+    cmd = pipelines.add_parser(
+        "apply",
+        help="apply a manifest to the local stack (namespace sluice-demo, local addresses), "
+        "creating its topics and the tables of --cql",
+    )
+    cmd.add_argument("file", type=Path, metavar="FILE", help="a StreamingPipeline manifest")
+    cmd.add_argument("--cql", type=Path, metavar="FILE", help="CQL creating the sink's tables")
+    cmd.set_defaults(run=_pipeline_apply)
 
     cmd = sub.add_parser("demo", help="run the KPI pipeline through a node failure and an upgrade")
     cmd.add_argument("--events", type=int, default=24_000, help="events produced")
@@ -216,6 +242,29 @@ def _produce(_layout: Layout, args: argparse.Namespace) -> int:
         f"produced {count:,} events (seq {args.start}..{last}) to {args.topic} "
         f"in {time.monotonic() - began:.1f}s"
     )
+    return 0
+
+
+def _image_build(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import imagebuild
+    from sluice_dev.servers import spark
+
+    ref = imagebuild.parse_reference(args.tag)
+    imagebuild.check_source(args.directory)
+    stack.provision(layout, [spark.NAME], say=lambda _line: None)
+    built = imagebuild.build(
+        layout, args.directory.resolve(), ref, spark.spark_jars(layout), say=print
+    )
+    print(f"built {built.ref}: {', '.join(built.packages)} in {built.directory}")
+    print(f"pods of image {built.ref} on the node agent now import it (spec.image: {built.ref})")
+    return 0
+
+
+def _pipeline_apply(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import demo, localrun
+
+    print(localrun.apply(layout, args.file, args.cql, say=print).rstrip())
+    print(f"watch it:  .venv/bin/sluice-dev env; kubectl -n {demo.NAMESPACE} get sp -o wide")
     return 0
 
 

@@ -95,7 +95,7 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     kubectl("apply", "-f", str(REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"))
     kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
     kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    _start_operator(layout)
+    start_operator(layout)
 
     say("3/8 job images sluice-demo/job:v1 and :v2 on the node agent")
     _register_images(layout)
@@ -232,7 +232,7 @@ def _driver_node(kubectl: Kubectl, pod: str) -> str:
 # -- the pieces the demo runs ----------------------------------------------------------
 
 
-def _start_operator(layout: Layout) -> None:
+def start_operator(layout: Layout) -> None:
     pid = procs.read_pid(layout.pidfile(OPERATOR))
     if pid is not None and procs.pid_alive(pid):
         say(f"    operator already running (pid {pid})")

@@ -41,10 +41,15 @@ def register_image(layout: Layout, image: str, code_root: Path | None) -> None:
     images.register(images_file(layout), image, code_root)
 
 
-def _prepare(layout: Layout) -> None:
-    state_dir(layout).mkdir(parents=True, exist_ok=True)
+def prepare_images(layout: Layout) -> None:
+    """The image file as the agent starts with it: ``{"*": null}`` unless it exists."""
     if not images_file(layout).exists():
         register_image(layout, images.WILDCARD, None)
+
+
+def _prepare(layout: Layout) -> None:
+    state_dir(layout).mkdir(parents=True, exist_ok=True)
+    prepare_images(layout)
 
 
 def _argv(layout: Layout) -> Sequence[str]:

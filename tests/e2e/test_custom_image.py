@@ -1,0 +1,189 @@
+"""End to end, a user's own code: ``examples/custom-transform`` is built into an image
+with ``sluice-dev image build`` (as its README says), and a pipeline naming that image
+and the example's entrypoint runs through the operator on the stack's node agent.
+The transform's package exists nowhere else: not in the repository's import paths,
+not in the virtualenv, only in the built image's directory. The sink then holds
+exactly the rows the example's documented rules make of the events, and the
+dead-letter topic exactly the malformed records, with their reasons.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cassandra import InvalidRequest
+
+from sluice_dev.events import EventFactory, normalised_page
+from sluice_dev.kubectl import Kubectl
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.produce import produce
+from sluice_dev.servers import nodeagent
+from tests.support import state
+from tests.support.operator import Operators, Pipeline
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+EXAMPLE = REPO_ROOT / "examples" / "custom-transform"
+IMAGE = "sluice-e2e/clickscore:test"
+PARTITIONS = 4
+BAD_REASONS = (
+    "malformed JSON",
+    "missing field page",
+    "wrong type of ts: expected integer, got string",
+)
+"""The reasons of ``EventFactory``'s three kinds of bad record, in its order."""
+
+
+@pytest.fixture
+def cleanup(pipeline: Pipeline) -> Iterator[None]:
+    """Delete the pipeline while the operator still runs: its driver stops cleanly."""
+    yield
+    if pipeline.get() is not None:
+        pipeline.delete()
+        wait_for(lambda: pipeline.get() is None, timeout=120, what="the pipeline to be deleted")
+
+
+def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_image(
+    agent_stack: Layout,
+    operators: Operators,
+    pipeline: Pipeline,
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    cassandra_keyspace: str,
+    cleanup: None,
+) -> None:
+    assert importlib.util.find_spec("clickscore") is None, "the example must not be importable"
+    root = _build_image(agent_stack)
+    assert sorted(p.name for p in root.iterdir()) == [
+        "clickscore",
+        "clickscore-0.1.0.dist-info",
+        "image.env",
+    ], "the image adds the user's package alone; the job code comes from the job image"
+
+    example = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
+    weights = example["spec"]["transform"]["options"]["weights"]
+    topic, dead_letters = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=1)
+    _create_sink_table(cassandra, cassandra_keyspace)
+    operators.start()
+    body = _localized(
+        example,
+        pipeline,
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        dead_letters=dead_letters,
+        contact=cassandra_contact,
+        keyspace=cassandra_keyspace,
+    )
+    Kubectl(agent_stack).apply(body)
+    factory, count = EventFactory(seed=71, bad_every=10), 3_000
+    produce(kafka_bootstrap, topic, count, factory=factory)
+    status = pipeline.wait_phase("Running", epoch=1, timeout=180)
+    assert status["image"] == IMAGE
+
+    pipeline_id = f"{pipeline.namespace}/{pipeline.name}"
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    wait_for(
+        lambda: state.committed(cassandra, cassandra_keyspace, pipeline_id) == ends,
+        timeout=300,
+        what=f"the pipeline to commit the topic's end offsets {ends}",
+        ignoring=(InvalidRequest,),  # the driver has not created its tables yet
+    )
+
+    good = [seq for seq in range(count) if not factory.is_bad(seq)]
+    assert _sink(cassandra, cassandra_keyspace) == {
+        _expected_row(factory, seq, weights)[0]: _expected_row(factory, seq, weights)
+        for seq in good
+    }
+    letters = state.read_topic(kafka_bootstrap, dead_letters)
+    bad = [seq for seq in range(count) if factory.is_bad(seq)]
+    assert sorted((m.key, m.headers["sluice.reason"]) for m in letters) == sorted(
+        (f"k-{seq}".encode(), BAD_REASONS[(seq // 10) % 3]) for seq in bad
+    )
+    history = state.history(cassandra, cassandra_keyspace, pipeline_id)
+    assert {row.code_version for row in history} == {IMAGE}
+    print(f"\n{len(good)} scored rows and {len(bad)} dead letters by {IMAGE} ({root})")
+
+
+def _build_image(layout: Layout) -> Path:
+    """``sluice-dev image build`` as the user runs it; the directory it registered."""
+    env = {**os.environ, "SLUICE_STACK_DIR": str(layout.stack), "SLUICE_CACHE": str(layout.cache)}
+    built = subprocess.run(
+        [sys.executable, "-m", "sluice_dev", "image", "build", str(EXAMPLE), "--tag", IMAGE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert f"built {IMAGE}: clickscore in " in built.stdout
+    return Path(json.loads(nodeagent.images_file(layout).read_text())[IMAGE])
+
+
+def _create_sink_table(cassandra: Any, keyspace: str) -> None:
+    """The example's ``schema.cql`` table, in the test's keyspace."""
+    statements = [s.strip() for s in (EXAMPLE / "schema.cql").read_text().split(";")]
+    (table,) = [s for s in statements if "CREATE TABLE" in s]
+    cassandra.execute(table[table.index("CREATE TABLE") :].replace("clicks.", f"{keyspace}."))
+
+
+def _localized(
+    example: dict[str, Any],
+    pipeline: Pipeline,
+    *,
+    bootstrap: str,
+    topic: str,
+    dead_letters: str,
+    contact: str,
+    keyspace: str,
+) -> dict[str, Any]:
+    """The example manifest pointed at the local stack, the test's names and the image."""
+    body = copy.deepcopy(example)
+    body["metadata"] = {"name": pipeline.name, "namespace": pipeline.namespace}
+    spec = body["spec"]
+    spec["image"] = IMAGE
+    spec["source"]["kafka"].update(bootstrapServers=bootstrap, topics=[topic])
+    spec["sink"]["cassandra"].update(contactPoints=[contact], keyspace=keyspace)
+    spec["checkpoint"]["cassandra"].update(contactPoints=[contact], keyspace=keyspace)
+    spec["deadLetter"] = {"kafka": {"topic": dead_letters}}
+    spec["trigger"] = {"intervalSeconds": 1}
+    spec["spark"] = {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}}
+    return dict(body)
+
+
+def _sink(cassandra: Any, keyspace: str) -> dict[str, tuple[Any, ...]]:
+    rows = cassandra.execute(
+        f"SELECT event_id, user_id, page, action, score, event_time FROM {keyspace}.click_scores",
+        timeout=60,
+    )
+    return {row.event_id: tuple(row) for row in rows}
+
+
+def _expected_row(
+    factory: EventFactory, seq: int, weights: dict[str, int]
+) -> tuple[str, str, str, str, int, datetime]:
+    """The example's documented rules restated in plain Python."""
+    event = factory.event(seq)
+    action = str(event["action"]).lower()
+    return (
+        str(event["event_id"]),
+        str(event["user_id"]),
+        normalised_page(str(event["page"])),
+        action,
+        weights[action],
+        datetime.fromtimestamp(int(str(event["ts"])) / 1000, UTC).replace(tzinfo=None),
+    )
