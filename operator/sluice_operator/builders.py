@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
+from sluice_api import secret_refs
 from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
 
@@ -184,34 +185,9 @@ def _field(name: str, path: str) -> dict[str, Any]:
 
 
 def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
-    """Credentials and secret transform options as secretKeyRef env vars: never in
-    the spec, never in a log."""
-    secrets: list[tuple[str, str | None]] = [
-        (env_names.KAFKA_CREDENTIALS, spec.source.kafka.credentials_secret),
-        (env_names.CHECKPOINT_CASSANDRA_CREDENTIALS, spec.checkpoint.cassandra.credentials_secret),
-    ]
-    if spec.sink.cassandra:
-        secrets.append(
-            (env_names.SINK_CASSANDRA_CREDENTIALS, spec.sink.cassandra.credentials_secret)
-        )
-    env = []
-    for prefix, secret in secrets:
-        if secret:
-            env.append(_secret(prefix + env_names.USERNAME_SUFFIX, secret, "username"))
-            env.append(_secret(prefix + env_names.PASSWORD_SUFFIX, secret, "password"))
-    env += [
-        _secret(env_names.OPTION_PREFIX + source.option, source.secret, source.key)
-        for source in spec.transform.options_from
-    ]
-    if spec.sink.datastore and spec.sink.datastore.credentials_secret:
-        env.append(
-            _secret(
-                env_names.SINK_DATASTORE_CREDENTIALS,
-                spec.sink.datastore.credentials_secret,
-                "credentials.json",
-            )
-        )
-    return env
+    """Credentials, TLS material and secret transform options as secretKeyRef env vars:
+    never in the spec, never in a log."""
+    return [_secret(use.variable, use.secret, use.key) for use in secret_refs.uses(spec)]
 
 
 def _secret(name: str, secret: str, key: str) -> dict[str, Any]:

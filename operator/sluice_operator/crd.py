@@ -218,6 +218,22 @@ _DEAD_LETTER_LOOP: Final = (
     " && self.deadLetter.kafka.bootstrapServers != self.source.kafka.bootstrapServers)"
 )
 
+_SASL: Final = "has(self.protocol) && self.protocol in ['SASL_PLAINTEXT', 'SASL_SSL']"
+_TLS: Final = "has(self.protocol) && self.protocol in ['SSL', 'SASL_SSL']"
+_KAFKA_SECURITY_RULES: Final = (
+    Rule(
+        f"({_SASL}) == has(self.sasl)",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when "
+        "security.protocol is SASL_PLAINTEXT or SASL_SSL",
+        field_path=".sasl",
+    ),
+    Rule(
+        f"!has(self.tls) || ({_TLS})",
+        "security.tls is set only when security.protocol is SSL or SASL_SSL",
+        field_path=".tls",
+    ),
+)
+
 SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     "spec": (
         Rule(
@@ -279,6 +295,8 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "identity, pods, volumes, jars, plugins and JVM options are the operator's",
         ),
     ),
+    "spec.source.kafka.security": _KAFKA_SECURITY_RULES,
+    "spec.deadLetter.kafka.security": _KAFKA_SECURITY_RULES,
     "spec.checkpoint.cassandra": (
         Rule(
             "!has(self.createKeyspace) || !self.createKeyspace || has(self.replication)",

@@ -43,7 +43,10 @@ EXAMPLE: dict[str, Any] = yaml.safe_load(
         startingOffsets: earliest
         maxRecordsPerPartition: 50000
         onOffsetOutOfRange: fail
-        credentialsSecret: kafka-sasl
+        security:
+          protocol: SASL_SSL
+          sasl: {mechanism: SCRAM-SHA-512, credentialsSecret: kafka-sasl}
+          tls: {caSecret: kafka-ca}
     transform:
       entrypoint: sluice_job.examples.kpi:transform
       options: {windowSeconds: 60}
@@ -258,8 +261,40 @@ INVALID = {
         'Unsupported value: "skip"',
     ),
     "secret-name": Invalid(
-        changed("source.kafka.credentialsSecret", "Kafka_SASL"),
-        "spec.source.kafka.credentialsSecret",
+        changed("sink.cassandra.credentialsSecret", "Cassandra_Creds"),
+        "spec.sink.cassandra.credentialsSecret",
+        "should match",
+    ),
+    "kafka-sasl-without-credentials": Invalid(
+        changed("source.kafka.security", {"protocol": "SASL_SSL"}),
+        "spec.source.kafka.security.sasl",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when",
+    ),
+    "kafka-sasl-on-plaintext": Invalid(
+        changed("source.kafka.security", {"sasl": {"credentialsSecret": "kafka-sasl"}}),
+        "spec.source.kafka.security.sasl",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when",
+    ),
+    "kafka-tls-on-sasl-plaintext": Invalid(
+        changed(
+            "deadLetter.kafka.security",
+            {
+                "protocol": "SASL_PLAINTEXT",
+                "sasl": {"credentialsSecret": "dlq"},
+                "tls": {"caSecret": "ca"},
+            },
+        ),
+        "spec.deadLetter.kafka.security.tls",
+        "security.tls is set only when security.protocol is SSL or SASL_SSL",
+    ),
+    "kafka-mechanism": Invalid(
+        changed("source.kafka.security.sasl.mechanism", "GSSAPI"),
+        "spec.source.kafka.security.sasl.mechanism",
+        'Unsupported value: "GSSAPI"',
+    ),
+    "cassandra-tls-secret-name": Invalid(
+        changed("checkpoint.cassandra.tls", {"caSecret": "CA Bundle"}),
+        "spec.checkpoint.cassandra.tls.caSecret",
         "should match",
     ),
     "backpressure-utilization": Invalid(
