@@ -19,6 +19,7 @@ from typing import Annotated, Any, Final, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from sluice_api.affinity import Affinity
 from sluice_api.pod import QUANTITY, PodSettings
 from sluice_api.spec_base import K8S_NAME, Model
 
@@ -27,6 +28,7 @@ MEMORY = r"^[0-9]+[kmgtKMGT]?$"
 SCRATCH_DEFAULT: Final = "2Gi"
 CASSANDRA_NAME: Final = r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$"
 HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
+CPU = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 
 
 class StartingOffsets(StrEnum):
@@ -595,6 +597,29 @@ class Toleration(Model):
 
 
 class Driver(Resources):
+    cpu_limit: str | None = Field(
+        default=None,
+        pattern=CPU,
+        max_length=32,
+        description=(
+            "CPU limit of the driver container (e.g. 2 or 1500m); default: none, the pod "
+            "may use idle CPU beyond its request of 'cores'. Set it where a LimitRange "
+            "or quota asks for limits."
+        ),
+    )
+    memory_overhead: str | None = Field(
+        default=None,
+        pattern=MEMORY,
+        max_length=16,
+        description=(
+            "Memory of the container beyond the JVM's 'memory' (Python workers, native "
+            "buffers), e.g. 512m; default: 10% of memory, at least 384m (Spark's rule)."
+        ),
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description="Node affinity and pod anti-affinity of the driver pod (Kubernetes' shape).",
+    )
     node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
         default_factory=dict, max_length=32, description="Node labels the driver pod must run on."
     )
@@ -685,6 +710,15 @@ class Spark(Model):
                 "operator's alone); allowed: the settings docs/tuning.md lists"
             )
         return value
+
+    @model_validator(mode="after")
+    def _account_without_executors(self) -> Self:
+        if self.pod.service_account_name and self.executors.instances > 0:
+            raise ValueError(
+                "spark.pod.serviceAccountName is for drivers without executors: a driver "
+                "that runs executor pods uses the account the operator binds for it"
+            )
+        return self
 
 
 class Upgrade(Model):

@@ -79,7 +79,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         "metadata": metadata,
         "spec": {
             "restartPolicy": "Never",
-            "serviceAccountName": naming.service_account(owner.name),
+            "serviceAccountName": pod.service_account_name or naming.service_account(owner.name),
             # Only a driver that starts executor pods talks to the API server; without
             # executors the user's code in it gets no token at all.
             "automountServiceAccountToken": spec.spark.executors.instances > 0,
@@ -108,6 +108,10 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         manifest["spec"]["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
     if pod.priority_class_name:
         manifest["spec"]["priorityClassName"] = pod.priority_class_name
+    if spec.spark.driver.affinity is not None:
+        manifest["spec"]["affinity"] = spec.spark.driver.affinity.model_dump(
+            by_alias=True, exclude_none=True, exclude_defaults=True
+        )
     return manifest
 
 
@@ -117,8 +121,12 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 
 def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
-    memory = memory_mib(spec.spark.driver.memory)
-    overhead = max(384, memory // 10)
+    driver = spec.spark.driver
+    memory = memory_mib(driver.memory)
+    overhead = (
+        memory_mib(driver.memory_overhead) if driver.memory_overhead else max(384, memory // 10)
+    )
+    limits = {"cpu": driver.cpu_limit} if driver.cpu_limit else {}
     return {
         "name": "driver",
         "image": spec.image,
@@ -138,6 +146,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
                 "ephemeral-storage": spec.spark.driver.scratch,
             },
             "limits": {
+                **limits,
                 "memory": f"{memory + overhead}Mi",
                 "ephemeral-storage": spec.spark.driver.scratch,
             },

@@ -292,6 +292,80 @@ INVALID = {
         "spec.source.kafka.security.sasl.mechanism",
         'Unsupported value: "GSSAPI"',
     ),
+    "service-account-with-executors": Invalid(
+        changed("spark.pod", {"serviceAccountName": "datastore-writer"}),
+        "spec.spark.pod.serviceAccountName",
+        "spark.pod.serviceAccountName is for drivers without executors",
+    ),
+    "cpu-limit": Invalid(
+        changed("spark.driver.cpuLimit", "two"), "spec.spark.driver.cpuLimit", "should match"
+    ),
+    "node-affinity-in-without-values": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In"}]}
+                        ]
+                    }
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0]",
+        "In and NotIn take values",
+    ),
+    "node-affinity-gt-not-a-number": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 10,
+                            "preference": {
+                                "matchExpressions": [
+                                    {"key": "gen", "operator": "Gt", "values": ["new"]}
+                                ]
+                            },
+                        }
+                    ]
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        "[0].preference.matchExpressions[0]",
+        "Gt and Lt take one integer",
+    ),
+    "pod-anti-affinity-operator": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {
+                                "matchExpressions": [
+                                    {"key": "team", "operator": "Gt", "values": ["1"]}
+                                ]
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        "[0].labelSelector.matchExpressions[0].operator",
+        "should match",
+    ),
+    "pod-affinity-not-offered": Invalid(
+        changed("spark.driver.affinity", {"podAffinity": {}}),
+        "spec.spark.driver.affinity",
+        'unknown field "spec.spark.driver.affinity.podAffinity"',
+    ),
     "cassandra-tls-secret-name": Invalid(
         changed("checkpoint.cassandra.tls", {"caSecret": "CA Bundle"}),
         "spec.checkpoint.cassandra.tls.caSecret",
