@@ -24,6 +24,8 @@ SPARK_CONF: Final = "SLUICE_SPARK_CONF"
 # Credentials: ``<PREFIX>_USERNAME`` / ``<PREFIX>_PASSWORD`` from the Secret named in
 # the spec, set with secretKeyRef so the values never appear in the pod spec.
 KAFKA_CREDENTIALS: Final = "SLUICE_KAFKA"
+DEAD_LETTER_KAFKA_CREDENTIALS: Final = "SLUICE_DLQ_KAFKA"
+"""The dead-letter brokers' own security (``deadLetter.kafka.security``) only."""
 CHECKPOINT_CASSANDRA_CREDENTIALS: Final = "SLUICE_CHECKPOINT_CASSANDRA"
 SINK_CASSANDRA_CREDENTIALS: Final = "SLUICE_SINK_CASSANDRA"
 SINK_DATASTORE_CREDENTIALS: Final = "SLUICE_SINK_DATASTORE_CREDENTIALS"
@@ -35,5 +37,10 @@ with secretKeyRef (option names are valid environment variable names)."""
 
 USERNAME_SUFFIX: Final = "_USERNAME"
 PASSWORD_SUFFIX: Final = "_PASSWORD"
+# TLS material of the same connections, PEM text from the ``tls`` Secrets:
+# ``<PREFIX>_CA`` (key ca.crt), ``<PREFIX>_CERT`` (tls.crt), ``<PREFIX>_KEY`` (tls.key).
+CA_SUFFIX: Final = "_CA"
+CERT_SUFFIX: Final = "_CERT"
+KEY_SUFFIX: Final = "_KEY"
 
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"

@@ -254,6 +254,15 @@ class PodSettings(Model):
     priority_class_name: ObjectName | None = Field(
         default=None, description="PriorityClass of the pods."
     )
+    service_account_name: ObjectName | None = Field(
+        default=None,
+        description=(
+            "ServiceAccount the driver pod runs as (for a workload identity: GKE, EKS, "
+            "AKS); only one the platform lists in the operator's "
+            "driverServiceAccounts, and only without executors. Its token is not "
+            "mounted. Default: the pipeline's own account."
+        ),
+    )
 
     @field_validator("labels", "annotations")
     @classmethod

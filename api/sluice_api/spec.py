@@ -19,6 +19,7 @@ from typing import Annotated, Any, Final, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from sluice_api.affinity import Affinity
 from sluice_api.pod import QUANTITY, PodSettings
 from sluice_api.spec_base import K8S_NAME, Model
 
@@ -27,6 +28,7 @@ MEMORY = r"^[0-9]+[kmgtKMGT]?$"
 SCRATCH_DEFAULT: Final = "2Gi"
 CASSANDRA_NAME: Final = r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$"
 HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
+CPU = r"^([0-9]{1,4}(\.[0-9]{1,3})?|[0-9]{1,7}m)$"
 
 
 class StartingOffsets(StrEnum):
@@ -76,6 +78,83 @@ class Backpressure(Model):
     )
 
 
+class Tls(Model):
+    """TLS towards a server: whom to trust and, if the server asks, who the client is."""
+
+    ca_secret: SecretName | None = Field(
+        default=None,
+        description=(
+            "Secret whose key 'ca.crt' holds the PEM certificates that sign the servers' "
+            "certificates (a cert-manager Secret has it); default: the image's trusted CAs."
+        ),
+    )
+    client_secret: SecretName | None = Field(
+        default=None,
+        description=(
+            "Secret with keys 'tls.crt' and 'tls.key' (a kubernetes.io/tls Secret, key in "
+            "PKCS#8 PEM, unencrypted): the client certificate, for servers that require one."
+        ),
+    )
+    verify_hostname: bool = Field(
+        default=True,
+        description=(
+            "Check that the server's certificate names the address the driver connected "
+            "to. Turn off only for servers whose certificates lack their addresses."
+        ),
+    )
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class KafkaSasl(Model):
+    mechanism: SaslMechanism = Field(
+        default=SaslMechanism.SCRAM_SHA_512, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."
+    )
+    credentials_secret: SecretName = Field(
+        description="Secret with keys 'username' and 'password' of the SASL user."
+    )
+
+
+class KafkaSecurity(Model):
+    """Kafka's ``security.protocol`` and what it needs, for both of the driver's clients
+    (the Java client inside Spark, librdkafka for offsets and dead letters)."""
+
+    protocol: SecurityProtocol = Field(
+        default=SecurityProtocol.PLAINTEXT,
+        description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's security.protocol).",
+    )
+    sasl: KafkaSasl | None = Field(
+        default=None, description="SASL user and mechanism (SASL_PLAINTEXT and SASL_SSL)."
+    )
+    tls: Tls | None = Field(
+        default=None,
+        description="CA and client certificate (SSL and SASL_SSL); default: the image's CAs.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        sasl = self.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+        tls = self.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+        if sasl and self.sasl is None:
+            raise ValueError(f"protocol {self.protocol.value} needs sasl (credentialsSecret)")
+        if not sasl and self.sasl is not None:
+            raise ValueError(f"sasl is set but protocol {self.protocol.value} does not use SASL")
+        if not tls and self.tls is not None:
+            raise ValueError(f"tls is set but protocol {self.protocol.value} does not use TLS")
+        return self
+
+
 class KafkaSource(Model):
     """Where records come from: Kafka topics read by explicit offset ranges."""
 
@@ -113,8 +192,9 @@ class KafkaSource(Model):
             "the lost offsets in its history row; the batch keeps its id and end offsets)."
         ),
     )
-    credentials_secret: SecretName | None = Field(
-        default=None, description="Secret with SASL keys 'username' and 'password'."
+    security: KafkaSecurity = Field(
+        default_factory=lambda: KafkaSecurity(),
+        description="How the driver connects to the brokers: plain, TLS, SASL or both.",
     )
     backpressure: Backpressure = Field(
         default_factory=Backpressure, description="Optional rate control of the per-partition cap."
@@ -229,6 +309,10 @@ class CassandraSink(Model):
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with keys 'username' and 'password'."
     )
+    tls: Tls | None = Field(
+        default=None,
+        description="Connect with TLS (client_encryption_options on the nodes); default: plain.",
+    )
     batch_rows: int = Field(
         default=CASSANDRA_BATCH_ROWS,
         ge=1,
@@ -302,6 +386,22 @@ class KafkaDeadLetter(Model):
         max_length=BOOTSTRAP_MAX,
         description="Brokers of the dead-letter topic; default: the source's.",
     )
+    security: KafkaSecurity | None = Field(
+        default=None,
+        description=(
+            "How the driver connects to the dead-letter brokers; default: the source's "
+            "security when bootstrapServers is unset (the same cluster), else PLAINTEXT. "
+            "The source's credentials never go to other brokers."
+        ),
+    )
+
+    def security_with(self, source: KafkaSource) -> KafkaSecurity:
+        """The security in force: its own, else the source's when on the same brokers."""
+        if self.security is not None:
+            return self.security
+        if self.bootstrap_servers is None:
+            return source.security
+        return KafkaSecurity()
 
 
 class DeadLetter(Model):
@@ -401,6 +501,10 @@ class CassandraCheckpoint(Model):
     credentials_secret: SecretName | None = Field(
         default=None, description="Secret with keys 'username' and 'password'."
     )
+    tls: Tls | None = Field(
+        default=None,
+        description="Connect with TLS (client_encryption_options on the nodes); default: plain.",
+    )
     history_ttl_seconds: int = Field(
         default=30 * 24 * 3600,
         ge=0,
@@ -493,6 +597,29 @@ class Toleration(Model):
 
 
 class Driver(Resources):
+    cpu_limit: str | None = Field(
+        default=None,
+        pattern=CPU,
+        max_length=32,
+        description=(
+            "CPU limit of the driver container (e.g. 2 or 1500m); default: none, the pod "
+            "may use idle CPU beyond its request of 'cores'. Set it where a LimitRange "
+            "or quota asks for limits."
+        ),
+    )
+    memory_overhead: str | None = Field(
+        default=None,
+        pattern=MEMORY,
+        max_length=16,
+        description=(
+            "Memory of the container beyond the JVM's 'memory' (Python workers, native "
+            "buffers), e.g. 512m; default: 10% of memory, at least 384m (Spark's rule)."
+        ),
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description="Node affinity and pod anti-affinity of the driver pod (Kubernetes' shape).",
+    )
     node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
         default_factory=dict, max_length=32, description="Node labels the driver pod must run on."
     )
@@ -583,6 +710,15 @@ class Spark(Model):
                 "operator's alone); allowed: the settings docs/tuning.md lists"
             )
         return value
+
+    @model_validator(mode="after")
+    def _account_without_executors(self) -> Self:
+        if self.pod.service_account_name and self.executors.instances > 0:
+            raise ValueError(
+                "spark.pod.serviceAccountName is for drivers without executors: a driver "
+                "that runs executor pods uses the account the operator binds for it"
+            )
+        return self
 
 
 class Upgrade(Model):

@@ -1,4 +1,5 @@
-"""Opening a Cassandra session from ``contactPoints`` and an optional credentials pair.
+"""Opening a Cassandra session from ``contactPoints``, an optional credentials pair and
+optional TLS material (``tls``: the nodes' ``client_encryption_options``).
 
 Used by the checkpoint store and the Cassandra sink. Credentials arrive as
 environment variables (the operator fills them from the Secret named in the spec)
@@ -20,6 +21,8 @@ from cassandra.policies import (
     FallthroughRetryPolicy,
     TokenAwarePolicy,
 )
+
+from sluice_job.tls import TlsMaterial
 
 DEFAULT_PORT = 9042
 
@@ -48,7 +51,11 @@ def contact_points(points: Sequence[str]) -> list[tuple[str, int]]:
 
 
 def connect(
-    points: Sequence[str], credentials: Credentials | None, *, timeout: float = 10.0
+    points: Sequence[str],
+    credentials: Credentials | None,
+    tls: TlsMaterial | None = None,
+    *,
+    timeout: float = 10.0,
 ) -> tuple[Cluster, Session]:
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
@@ -68,5 +75,7 @@ def connect(
         auth_provider=auth,
         connect_timeout=timeout,
         control_connection_timeout=timeout,
+        # With check_hostname the driver checks each node against its own address.
+        ssl_context=tls.ssl_context() if tls else None,
     )
     return cluster, cluster.connect()

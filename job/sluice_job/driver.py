@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from cassandra.cluster import NoHostAvailable
 
 from sluice_api import env as env_names
+from sluice_api import secret_refs
 from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
@@ -43,13 +44,14 @@ from sluice_job.config import DriverConfig
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import SparkExecutor
 from sluice_job.groupoffsets import GroupOffsets, group_name
-from sluice_job.kafka_config import KafkaAccess
+from sluice_job.kafka_config import KafkaAccess, KafkaCredentialsError
 from sluice_job.planner import OffsetOutOfRangeError, Policy
 from sluice_job.ports import Observer, Observers
 from sluice_job.runner import Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
 from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
+from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
 
@@ -64,6 +66,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         transform.NondeterministicTransformError,
         KeyspaceMissingError,
         reset.ResetError,
+        KafkaCredentialsError,
+        TlsMaterialError,
     ) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
@@ -90,11 +94,12 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     function = transform.load(spec.transform.entrypoint)
     checkpoint = spec.checkpoint.cassandra
     credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
+    tls = TlsMaterial.from_env(checkpoint.tls, env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
     # A dependency that is away at start-up is waited for, as during a batch: a
     # driver that exited instead would cost a new epoch per attempt.
     cluster, session = outages.through_outages(
         "connect to the checkpoint store",
-        lambda: connect(checkpoint.contact_points, credentials),
+        lambda: connect(checkpoint.contact_points, credentials, tls),
         prometheus,
     )
     store = CheckpointStore(
@@ -109,7 +114,12 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     outages.through_outages(
         "checkpoint schema", lambda: store.ensure_schema(create_with), prometheus
     )
-    kafka = KafkaAccess.from_env(spec.source.kafka.bootstrap_servers, env)
+    kafka = KafkaAccess.of(
+        spec.source.kafka.bootstrap_servers,
+        spec.source.kafka.security,
+        env,
+        env_names.KAFKA_CREDENTIALS,
+    )
     dead_letters = outages.through_outages(
         "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
     )
@@ -187,8 +197,10 @@ def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
     target = cfg.spec.dead_letter
     if target is None:
         return deadletter.NoDeadLetters()
-    servers = target.kafka.bootstrap_servers or cfg.spec.source.kafka.bootstrap_servers
-    access = KafkaAccess.from_env(servers, env)
+    source = cfg.spec.source.kafka
+    servers = target.kafka.bootstrap_servers or source.bootstrap_servers
+    prefix = secret_refs.dead_letter_prefix(cfg.spec) or env_names.DEAD_LETTER_KAFKA_CREDENTIALS
+    access = KafkaAccess.of(servers, target.kafka.security_with(source), env, prefix)
     return deadletter.kafka(access.librdkafka(), target.kafka.topic, cfg.pipeline_id)
 
 
@@ -215,6 +227,7 @@ def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
             Credentials.from_env(os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
             concurrency=target.concurrency,
             bounds=Bounds(rows=target.batch_rows, bytes=target.batch_bytes),
+            tls=TlsMaterial.from_env(target.tls, os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
         )
     )
 

@@ -38,6 +38,9 @@ from pyspark.sql import SparkSession
 from sluice_api import env as names
 from sluice_api.spec import PipelineSpec
 
+REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"
+"""Spark's default (``url``) and every Kafka option that can hold a secret."""
+
 
 def spark_conf(
     spec: PipelineSpec, env: Mapping[str, str], app_name: str, python: str
@@ -66,6 +69,9 @@ def spark_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": python,
+        # Plans and the UI print a source's options: hide the Kafka SASL login and
+        # TLS keys (Spark's default hides only keys or values naming a password).
+        "spark.sql.redaction.options.regex": REDACTED_OPTIONS,
     }
     if not master.startswith("local"):
         # Executors exist only on a cluster; spark-submit refuses 0 instances even in

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
+from sluice_api import secret_refs
 from sluice_api.spec import PipelineSpec
 from sluice_operator import naming
 
@@ -78,7 +79,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         "metadata": metadata,
         "spec": {
             "restartPolicy": "Never",
-            "serviceAccountName": naming.service_account(owner.name),
+            "serviceAccountName": pod.service_account_name or naming.service_account(owner.name),
             # Only a driver that starts executor pods talks to the API server; without
             # executors the user's code in it gets no token at all.
             "automountServiceAccountToken": spec.spark.executors.instances > 0,
@@ -107,6 +108,10 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
         manifest["spec"]["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
     if pod.priority_class_name:
         manifest["spec"]["priorityClassName"] = pod.priority_class_name
+    if spec.spark.driver.affinity is not None:
+        manifest["spec"]["affinity"] = spec.spark.driver.affinity.model_dump(
+            by_alias=True, exclude_none=True, exclude_defaults=True
+        )
     return manifest
 
 
@@ -116,8 +121,12 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 
 def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
-    memory = memory_mib(spec.spark.driver.memory)
-    overhead = max(384, memory // 10)
+    driver = spec.spark.driver
+    memory = memory_mib(driver.memory)
+    overhead = (
+        memory_mib(driver.memory_overhead) if driver.memory_overhead else max(384, memory // 10)
+    )
+    limits = {"cpu": driver.cpu_limit} if driver.cpu_limit else {}
     return {
         "name": "driver",
         "image": spec.image,
@@ -137,6 +146,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
                 "ephemeral-storage": spec.spark.driver.scratch,
             },
             "limits": {
+                **limits,
                 "memory": f"{memory + overhead}Mi",
                 "ephemeral-storage": spec.spark.driver.scratch,
             },
@@ -184,34 +194,9 @@ def _field(name: str, path: str) -> dict[str, Any]:
 
 
 def credential_env(spec: PipelineSpec) -> list[dict[str, Any]]:
-    """Credentials and secret transform options as secretKeyRef env vars: never in
-    the spec, never in a log."""
-    secrets: list[tuple[str, str | None]] = [
-        (env_names.KAFKA_CREDENTIALS, spec.source.kafka.credentials_secret),
-        (env_names.CHECKPOINT_CASSANDRA_CREDENTIALS, spec.checkpoint.cassandra.credentials_secret),
-    ]
-    if spec.sink.cassandra:
-        secrets.append(
-            (env_names.SINK_CASSANDRA_CREDENTIALS, spec.sink.cassandra.credentials_secret)
-        )
-    env = []
-    for prefix, secret in secrets:
-        if secret:
-            env.append(_secret(prefix + env_names.USERNAME_SUFFIX, secret, "username"))
-            env.append(_secret(prefix + env_names.PASSWORD_SUFFIX, secret, "password"))
-    env += [
-        _secret(env_names.OPTION_PREFIX + source.option, source.secret, source.key)
-        for source in spec.transform.options_from
-    ]
-    if spec.sink.datastore and spec.sink.datastore.credentials_secret:
-        env.append(
-            _secret(
-                env_names.SINK_DATASTORE_CREDENTIALS,
-                spec.sink.datastore.credentials_secret,
-                "credentials.json",
-            )
-        )
-    return env
+    """Credentials, TLS material and secret transform options as secretKeyRef env vars:
+    never in the spec, never in a log."""
+    return [_secret(use.variable, use.secret, use.key) for use in secret_refs.uses(spec)]
 
 
 def _secret(name: str, secret: str, key: str) -> dict[str, Any]:

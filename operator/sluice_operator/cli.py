@@ -65,6 +65,15 @@ def parser() -> argparse.ArgumentParser:
             f"executor pods (default {DRIVER_CLUSTER_ROLE}; the chart ships it)"
         ),
     )
+    result.add_argument(
+        "--driver-service-accounts",
+        default="",
+        metavar="NAMES",
+        help=(
+            "comma-separated ServiceAccounts a pipeline may name in "
+            "spark.pod.serviceAccountName (default: none; drivers run as their own account)"
+        ),
+    )
     result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
 
@@ -88,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handlers.SETTINGS,
         secret_label=Label.parse(args.secret_label),
         driver_cluster_role=args.driver_cluster_role,
+        driver_service_accounts=frozenset(
+            name.strip() for name in args.driver_service_accounts.split(",") if name.strip()
+        ),
     )
     kube = handlers.kube()
     leading = threading.Event()

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from sluice_api import secret_refs
 from sluice_api.spec import PipelineSpec
 
 CONDITION: Final = "SecretsUsable"
@@ -68,18 +69,9 @@ def references(spec: PipelineSpec) -> tuple[Reference, ...]:
 
 
 def _references(spec: PipelineSpec) -> Iterator[Reference]:
-    if spec.source.kafka.credentials_secret:
-        yield Reference(spec.source.kafka.credentials_secret, "source.kafka.credentialsSecret")
-    for i, option in enumerate(spec.transform.options_from):
-        yield Reference(option.secret, f"transform.optionsFrom[{i}].secret")
-    if spec.sink.cassandra and spec.sink.cassandra.credentials_secret:
-        yield Reference(spec.sink.cassandra.credentials_secret, "sink.cassandra.credentialsSecret")
-    if spec.sink.datastore and spec.sink.datastore.credentials_secret:
-        yield Reference(spec.sink.datastore.credentials_secret, "sink.datastore.credentialsSecret")
-    if spec.checkpoint.cassandra.credentials_secret:
-        yield Reference(
-            spec.checkpoint.cassandra.credentials_secret, "checkpoint.cassandra.credentialsSecret"
-        )
+    named = dict.fromkeys((use.secret, use.where) for use in secret_refs.uses(spec))
+    for secret, where in named:
+        yield Reference(secret, where)
     pod = spec.spark.pod
     for i, env in enumerate(pod.env):
         ref = env.value_from.secret_key_ref if env.value_from else None

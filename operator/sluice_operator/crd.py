@@ -218,6 +218,22 @@ _DEAD_LETTER_LOOP: Final = (
     " && self.deadLetter.kafka.bootstrapServers != self.source.kafka.bootstrapServers)"
 )
 
+_SASL: Final = "has(self.protocol) && self.protocol in ['SASL_PLAINTEXT', 'SASL_SSL']"
+_TLS: Final = "has(self.protocol) && self.protocol in ['SSL', 'SASL_SSL']"
+_KAFKA_SECURITY_RULES: Final = (
+    Rule(
+        f"({_SASL}) == has(self.sasl)",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when "
+        "security.protocol is SASL_PLAINTEXT or SASL_SSL",
+        field_path=".sasl",
+    ),
+    Rule(
+        f"!has(self.tls) || ({_TLS})",
+        "security.tls is set only when security.protocol is SSL or SASL_SSL",
+        field_path=".tls",
+    ),
+)
+
 SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     "spec": (
         Rule(
@@ -279,6 +295,17 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "identity, pods, volumes, jars, plugins and JVM options are the operator's",
         ),
     ),
+    "spec.spark": (
+        Rule(
+            "!has(self.pod) || !has(self.pod.serviceAccountName) || !has(self.executors)"
+            " || !has(self.executors.instances) || self.executors.instances == 0",
+            "spark.pod.serviceAccountName is for drivers without executors: a driver that "
+            "runs executor pods uses the account the operator binds for it",
+            field_path=".pod.serviceAccountName",
+        ),
+    ),
+    "spec.source.kafka.security": _KAFKA_SECURITY_RULES,
+    "spec.deadLetter.kafka.security": _KAFKA_SECURITY_RULES,
     "spec.checkpoint.cassandra": (
         Rule(
             "!has(self.createKeyspace) || !self.createKeyspace || has(self.replication)",
@@ -325,7 +352,31 @@ _RESERVED_KEY: Final = (
 )
 _UP_A_LEVEL: Final = r"!self.matches('(^|/)\\.\\.(/|$)')"
 
+_IN_VALUES: Final = "self.operator in ['In', 'NotIn']"
+_NO_VALUES: Final = "(!has(self.values) || size(self.values) == 0)"
+_SOME_VALUES: Final = "(has(self.values) && size(self.values) > 0)"
+_LABEL_REQUIREMENT: Final = Rule(
+    f"({_IN_VALUES}) ? {_SOME_VALUES} : {_NO_VALUES}",
+    "In and NotIn take values; Exists and DoesNotExist take none",
+)
+_NODE_REQUIREMENT: Final = Rule(
+    f"({_IN_VALUES}) ? {_SOME_VALUES} : (self.operator in ['Exists', 'DoesNotExist'])"
+    f" ? {_NO_VALUES} : (has(self.values) && size(self.values) == 1"
+    " && self.values[0].matches('^[0-9]+$'))",
+    "In and NotIn take values; Exists and DoesNotExist take none; Gt and Lt take one integer",
+)
+_NODE_AFFINITY: Final = "spec.spark.driver.affinity.nodeAffinity"
+_POD_ANTI_AFFINITY: Final = "spec.spark.driver.affinity.podAntiAffinity"
+
 POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
+    f"{_NODE_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[].matchExpressions[]": (_NODE_REQUIREMENT,),
+    f"{_NODE_AFFINITY}.preferredDuringSchedulingIgnoredDuringExecution[]"
+    ".preference.matchExpressions[]": (_NODE_REQUIREMENT,),
+    f"{_POD_ANTI_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution[]"
+    ".labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
+    f"{_POD_ANTI_AFFINITY}.preferredDuringSchedulingIgnoredDuringExecution[]"
+    ".podAffinityTerm.labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
     "spec.spark.pod": (
         Rule(
             "!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes)"

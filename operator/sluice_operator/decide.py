@@ -59,6 +59,8 @@ from sluice_operator.model import (
     StopReason,
 )
 
+SERVICE_ACCOUNT_ALLOWED = "ServiceAccountAllowed"
+"""Condition: the ServiceAccount a spec names is one the platform allows."""
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
 
 
@@ -82,6 +84,8 @@ class Settings:
     """How often a pipeline waiting for a Secret's label looks again."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
     """The ClusterRole a driver with executors is bound to in its namespace."""
+    driver_service_accounts: frozenset[str] = frozenset()
+    """ServiceAccounts a pipeline may name in ``spark.pod.serviceAccountName``."""
 
 
 DEFAULTS = Settings()
@@ -369,15 +373,17 @@ def _start(
 ) -> Decision:
     """Write the next epoch ahead, then create its pod; unless the spec names a Secret
     the platform has not allowed, then wait for its label without using an epoch."""
-    if obs.secret_refusals:
-        return _wait_for_consent(obs, status, actions, settings)
-    if any(c.get("type") == SECRETS_USABLE for c in status.conditions):
-        status = replace(
-            status,
-            conditions=set_condition(
-                status, SECRETS_USABLE, "True", "Labelled", "every Secret may be used", obs
-            ),
-        )
+    refused = _refusal(obs, spec, settings)
+    if refused is not None:
+        return _wait_for_consent(obs, status, actions, settings, refused)
+    for kind, reason, message in (
+        (SECRETS_USABLE, "Labelled", "every Secret may be used"),
+        (SERVICE_ACCOUNT_ALLOWED, "Listed", "the ServiceAccount may be used"),
+    ):
+        if any(c.get("type") == kind for c in status.conditions):
+            status = replace(
+                status, conditions=set_condition(status, kind, "True", reason, message, obs)
+            )
     epoch = max(status.epoch, epoch_floor) + 1
     digest = changes.spec_hash(spec)
     if status.rolled_back is not None and not obs.rolling_back:  # a new spec replaced it
@@ -413,18 +419,45 @@ def _start(
     )
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """What keeps a driver pod from being created until the platform allows it."""
+
+    condition: str
+    reason: str
+    event: str
+    message: str
+
+
+def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal | None:
+    if obs.secret_refusals:
+        message = "; ".join(obs.secret_refusals)
+        return Refusal(SECRETS_USABLE, "NotLabelled", "SecretNotUsable", message)
+    account = spec.spark.pod.service_account_name
+    if account and account not in settings.driver_service_accounts:
+        listed = ", ".join(sorted(settings.driver_service_accounts)) or "none"
+        return Refusal(
+            SERVICE_ACCOUNT_ALLOWED,
+            "NotListed",
+            "ServiceAccountNotAllowed",
+            f"ServiceAccount {account!r} (spark.pod.serviceAccountName) is not one the "
+            f"platform lets drivers run as (the operator's --driver-service-accounts: {listed})",
+        )
+    return None
+
+
 def _wait_for_consent(
-    obs: Observed, status: Status, actions: list[Action], settings: Settings
+    obs: Observed, status: Status, actions: list[Action], settings: Settings, refused: Refusal
 ) -> Decision:
-    message = "; ".join(obs.secret_refusals)
-    before = next((c for c in status.conditions if c.get("type") == SECRETS_USABLE), None)
+    message = refused.message
+    before = next((c for c in status.conditions if c.get("type") == refused.condition), None)
     if before is None or before.get("status") != "False" or before.get("message") != message:
-        actions.append(Emit("Warning", "SecretNotUsable", message))
+        actions.append(Emit("Warning", refused.event, message))
     status = replace(
         status,
         message=f"no driver started: {message}",
         observed_generation=obs.generation,
-        conditions=set_condition(status, SECRETS_USABLE, "False", "NotLabelled", message, obs),
+        conditions=set_condition(status, refused.condition, "False", refused.reason, message, obs),
     )
     return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.consent_seconds)
 

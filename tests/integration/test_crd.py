@@ -43,7 +43,10 @@ EXAMPLE: dict[str, Any] = yaml.safe_load(
         startingOffsets: earliest
         maxRecordsPerPartition: 50000
         onOffsetOutOfRange: fail
-        credentialsSecret: kafka-sasl
+        security:
+          protocol: SASL_SSL
+          sasl: {mechanism: SCRAM-SHA-512, credentialsSecret: kafka-sasl}
+          tls: {caSecret: kafka-ca}
     transform:
       entrypoint: sluice_job.examples.kpi:transform
       options: {windowSeconds: 60}
@@ -258,8 +261,114 @@ INVALID = {
         'Unsupported value: "skip"',
     ),
     "secret-name": Invalid(
-        changed("source.kafka.credentialsSecret", "Kafka_SASL"),
-        "spec.source.kafka.credentialsSecret",
+        changed("sink.cassandra.credentialsSecret", "Cassandra_Creds"),
+        "spec.sink.cassandra.credentialsSecret",
+        "should match",
+    ),
+    "kafka-sasl-without-credentials": Invalid(
+        changed("source.kafka.security", {"protocol": "SASL_SSL"}),
+        "spec.source.kafka.security.sasl",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when",
+    ),
+    "kafka-sasl-on-plaintext": Invalid(
+        changed("source.kafka.security", {"sasl": {"credentialsSecret": "kafka-sasl"}}),
+        "spec.source.kafka.security.sasl",
+        "security.sasl (credentialsSecret and mechanism) is set exactly when",
+    ),
+    "kafka-tls-on-sasl-plaintext": Invalid(
+        changed(
+            "deadLetter.kafka.security",
+            {
+                "protocol": "SASL_PLAINTEXT",
+                "sasl": {"credentialsSecret": "dlq"},
+                "tls": {"caSecret": "ca"},
+            },
+        ),
+        "spec.deadLetter.kafka.security.tls",
+        "security.tls is set only when security.protocol is SSL or SASL_SSL",
+    ),
+    "kafka-mechanism": Invalid(
+        changed("source.kafka.security.sasl.mechanism", "GSSAPI"),
+        "spec.source.kafka.security.sasl.mechanism",
+        'Unsupported value: "GSSAPI"',
+    ),
+    "service-account-with-executors": Invalid(
+        changed("spark.pod", {"serviceAccountName": "datastore-writer"}),
+        "spec.spark.pod.serviceAccountName",
+        "spark.pod.serviceAccountName is for drivers without executors",
+    ),
+    "cpu-limit": Invalid(
+        changed("spark.driver.cpuLimit", "two"), "spec.spark.driver.cpuLimit", "should match"
+    ),
+    "node-affinity-in-without-values": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In"}]}
+                        ]
+                    }
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0]",
+        "In and NotIn take values",
+    ),
+    "node-affinity-gt-not-a-number": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 10,
+                            "preference": {
+                                "matchExpressions": [
+                                    {"key": "gen", "operator": "Gt", "values": ["new"]}
+                                ]
+                            },
+                        }
+                    ]
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        "[0].preference.matchExpressions[0]",
+        "Gt and Lt take one integer",
+    ),
+    "pod-anti-affinity-operator": Invalid(
+        changed(
+            "spark.driver.affinity",
+            {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {
+                                "matchExpressions": [
+                                    {"key": "team", "operator": "Gt", "values": ["1"]}
+                                ]
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
+        ),
+        "spec.spark.driver.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        "[0].labelSelector.matchExpressions[0].operator",
+        "should match",
+    ),
+    "pod-affinity-not-offered": Invalid(
+        changed("spark.driver.affinity", {"podAffinity": {}}),
+        "spec.spark.driver.affinity",
+        'unknown field "spec.spark.driver.affinity.podAffinity"',
+    ),
+    "cassandra-tls-secret-name": Invalid(
+        changed("checkpoint.cassandra.tls", {"caSecret": "CA Bundle"}),
+        "spec.checkpoint.cassandra.tls.caSecret",
         "should match",
     ),
     "backpressure-utilization": Invalid(

@@ -21,14 +21,32 @@ def full_spec() -> dict[str, Any]:
     return {
         **SPEC,
         "source": {
-            "kafka": {**SPEC["source"]["kafka"], "credentialsSecret": "kafka-login"},
+            "kafka": {
+                **SPEC["source"]["kafka"],
+                "security": {
+                    "protocol": "SASL_SSL",
+                    "sasl": {"credentialsSecret": "kafka-login"},
+                    "tls": {"caSecret": "kafka-ca", "clientSecret": "kafka-client"},
+                },
+            },
         },
         "transform": {
             **SPEC["transform"],
             "optionsFrom": [{"option": "token", "secret": "api", "key": "t"}],
         },
         "checkpoint": {
-            "cassandra": {**SPEC["checkpoint"]["cassandra"], "credentialsSecret": "cass"}
+            "cassandra": {
+                **SPEC["checkpoint"]["cassandra"],
+                "credentialsSecret": "cass",
+                "tls": {"caSecret": "cass-ca"},
+            }
+        },
+        "deadLetter": {
+            "kafka": {
+                "topic": "dlq",
+                "bootstrapServers": "other:9093",
+                "security": {"protocol": "SSL", "tls": {"clientSecret": "dlq-client"}},
+            }
         },
         "spark": {
             "pod": {
@@ -47,9 +65,13 @@ def full_spec() -> dict[str, Any]:
 def test_every_field_that_names_a_secret_is_found_and_configmaps_are_not() -> None:
     found = references(spec(**full_spec()))
     assert [(r.secret, r.where) for r in found] == [
-        ("kafka-login", "source.kafka.credentialsSecret"),
+        ("kafka-login", "source.kafka.security.sasl.credentialsSecret"),
+        ("kafka-ca", "source.kafka.security.tls.caSecret"),
+        ("kafka-client", "source.kafka.security.tls.clientSecret"),
         ("api", "transform.optionsFrom[0].secret"),
         ("cass", "checkpoint.cassandra.credentialsSecret"),
+        ("cass-ca", "checkpoint.cassandra.tls.caSecret"),
+        ("dlq-client", "deadLetter.kafka.security.tls.clientSecret"),
         ("env-one", "spark.pod.env[0].valueFrom"),
         ("env-all", "spark.pod.envFrom[0]"),
         ("ca-bundle", "spark.pod.volumes[0].secret"),

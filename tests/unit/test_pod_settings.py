@@ -149,7 +149,6 @@ REFUSED = {
     "managed-by label": ({"labels": {"app.kubernetes.io/managed-by": "me"}}, "set by the operator"),
     "bad label key": ({"labels": {"a b": "c"}}, "not a label or annotation key"),
     "privileged": ({"securityContext": {"privileged": True}}, "securityContext"),
-    "service account": ({"serviceAccountName": "admin"}, "serviceAccountName"),
 }
 
 

@@ -30,7 +30,7 @@ WRITTEN_SCHEMA = "written long"
 class CassandraSink:
     def __init__(self, target: CassandraTarget) -> None:
         self.target = target
-        cluster, _ = connect(target.contact_points, target.credentials)
+        cluster, _ = connect(target.contact_points, target.credentials, target.tls)
         try:
             self.columns, self.key = _table_columns(cluster, target)
         finally:

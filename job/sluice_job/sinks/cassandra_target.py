@@ -13,6 +13,7 @@ from typing import Final
 from sluice_api.spec import CASSANDRA_WRITE_CONCURRENCY
 from sluice_job.cassandra_session import Credentials
 from sluice_job.sinks.cassandra_batches import Bounds
+from sluice_job.tls import TlsMaterial
 
 DEFAULT_CONCURRENCY: Final = CASSANDRA_WRITE_CONCURRENCY
 """Requests in flight per Spark task (each a batch of up to ``Bounds.rows`` rows)."""
@@ -28,6 +29,7 @@ class CassandraTarget:
     credentials: Credentials | None
     concurrency: int = DEFAULT_CONCURRENCY
     bounds: Bounds = field(default_factory=Bounds)
+    tls: TlsMaterial | None = None
 
     def insert(self, columns: Sequence[str]) -> str:
         names = ", ".join(f'"{c}"' for c in columns)

@@ -98,7 +98,7 @@ def _request(group: list[BoundStatement]) -> BoundStatement | BatchStatement:
 def _session(target: CassandraTarget) -> Session:
     session = _sessions.get(target)
     if session is None:
-        cluster, session = connect(target.contact_points, target.credentials)
+        cluster, session = connect(target.contact_points, target.credentials, target.tls)
         atexit.register(cluster.shutdown)
         _sessions[target] = session
     return session
