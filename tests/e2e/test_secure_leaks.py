@@ -11,7 +11,6 @@ import json
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -25,26 +24,12 @@ from tests.support import state
 from tests.support.agents import ISOLATION_TAINT, private_agent
 from tests.support.e2e import JOB_IMAGE, job_images, manifest
 from tests.support.operator import Operators, Pipeline
-from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 RECORDS = 400
 USABLE = {"sluice.dev/usable": "true"}
-
-
-@pytest.fixture
-def secure_keyspace(cassandra_secure: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("leak").replace("-", "_")[:48]
-    cassandra_secure.admin.execute(
-        f"CREATE KEYSPACE {name} WITH replication = "
-        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-        timeout=60,
-    )
-    cassandra_secure.admin.execute(EVENTS_TABLE.format(keyspace=name), timeout=60)
-    yield name
-    cassandra_secure.admin.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
 
 
 def test_secrets_reach_the_driver_and_nothing_else(
@@ -56,7 +41,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
     kafka_topic: Any,
     kafka_secure: Any,
     cassandra_secure: Any,
-    secure_keyspace: str,
+    secure_events_keyspace: str,
     spark_jars: tuple[Path, ...],
     tmp_path: Path,
 ) -> None:
@@ -64,7 +49,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
     kafka_secure.add_scram_user(kafka_user, kafka_password, "SCRAM-SHA-512")
     role, role_password = f"leak_{uuid.uuid4().hex[:8]}", _awkward()
     cassandra_secure.create_role(
-        role, role_password, secure_keyspace, ("SELECT", "MODIFY", "CREATE")
+        role, role_password, secure_events_keyspace, ("SELECT", "MODIFY", "CREATE")
     )
     namespace = pipeline.namespace
     for name, data in {
@@ -99,7 +84,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
             bootstrap=kafka_secure.sasl_ssl_bootstrap,
             topic=topic,
             contact=cassandra_secure.contact,
-            keyspace=secure_keyspace,
+            keyspace=secure_events_keyspace,
             pool=pool,
             toleration=ISOLATION_TAINT,
         )["spec"]
@@ -117,11 +102,13 @@ def test_secrets_reach_the_driver_and_nothing_else(
         pipeline_id = f"{namespace}/{pipeline.name}"
         ends = state.end_offsets(kafka_bootstrap, topic, 2)
         wait_for(
-            lambda: state.committed(cassandra_secure.admin, secure_keyspace, pipeline_id) == ends,
+            lambda: (
+                state.committed(cassandra_secure.admin, secure_events_keyspace, pipeline_id) == ends
+            ),
             timeout=240,
             what="the operator's driver to commit the topic's end offsets through SASL_SSL/TLS",
         )
-        assert len(state.events(cassandra_secure.admin, secure_keyspace)) == RECORDS
+        assert len(state.events(cassandra_secure.admin, secure_events_keyspace)) == RECORDS
         pods = [pod.to_dict() for pod in pipeline.pods()]
         pipeline.patch_spec({"suspend": True})
         pipeline.wait_phase("Suspended", timeout=180)

@@ -198,6 +198,26 @@ def cassandra_secure(servers: StackServers) -> Iterator[Any]:
     cluster.shutdown()
 
 
+@pytest.fixture
+def secure_events_keyspace(
+    cassandra_secure: Any, unique_name: Callable[[str], str]
+) -> Iterator[str]:
+    """A keyspace with the tagged events table on ``cassandra-secure``, made by the
+    superuser (roles get their grants with ``create_role``); dropped after the test."""
+    from tests.support.transforms import EVENTS_TABLE
+
+    name = unique_name("sec").replace("-", "_")[:48]
+    admin = cassandra_secure.admin
+    admin.execute(
+        f"CREATE KEYSPACE {name} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        timeout=60,
+    )
+    admin.execute(EVENTS_TABLE.format(keyspace=name), timeout=60)
+    yield name
+    admin.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=60)
+
+
 # -- Datastore ---------------------------------------------------------------------
 
 
