@@ -20,6 +20,9 @@ TERMINATION_LOG: Final = "SLUICE_TERMINATION_LOG"
 SPARK_MASTER: Final = "SLUICE_SPARK_MASTER"
 SPARK_CONF: Final = "SLUICE_SPARK_CONF"
 """JSON object of Spark settings the operator decides (executors on Kubernetes)."""
+EXECUTOR_POD_TEMPLATE: Final = "SLUICE_EXECUTOR_POD_TEMPLATE"
+"""The executor pods' template (a Pod as JSON) the operator decides; the driver writes
+it to a file for ``spark.kubernetes.executor.podTemplateFile``."""
 
 # Credentials: ``<PREFIX>_USERNAME`` / ``<PREFIX>_PASSWORD`` from the Secret named in
 # the spec, set with secretKeyRef so the values never appear in the pod spec.

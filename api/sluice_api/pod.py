@@ -42,6 +42,8 @@ RESERVED_ENV: Final = ("POD_NAME", "POD_NAMESPACE", "POD_IP", "HOME")
 SCRATCH_MOUNT: Final = "/tmp"
 """The driver's writable scratch space (the root filesystem is read-only)."""
 SCRATCH_VOLUME: Final = "scratch"
+SPARK_LOCAL_DIR_VOLUME_PREFIX: Final = "spark-local-dir-"
+"""Spark's local-dir volumes on executor pods (``spark-local-dir-1``, ...)."""
 """The emptyDir mounted at :data:`SCRATCH_MOUNT`."""
 RESERVED_LABEL_PREFIX: Final = f"{GROUP}/"
 RESERVED_LABELS: Final = (
@@ -190,8 +192,11 @@ class Volume(Model):
     @field_validator("name")
     @classmethod
     def _not_scratch(cls, value: str) -> str:
-        if value == SCRATCH_VOLUME:
-            raise ValueError(f"volume name {SCRATCH_VOLUME!r} is the driver's own")
+        if value == SCRATCH_VOLUME or value.startswith(SPARK_LOCAL_DIR_VOLUME_PREFIX):
+            raise ValueError(
+                f"volume names {SCRATCH_VOLUME!r} and '{SPARK_LOCAL_DIR_VOLUME_PREFIX}*' are "
+                "the pods' own scratch space"
+            )
         return value
 
     @model_validator(mode="after")

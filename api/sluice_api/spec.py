@@ -558,20 +558,8 @@ class Resources(Model):
     )
 
 
-class Executors(Resources):
-    instances: int = Field(
-        default=0,
-        ge=0,
-        le=1000,
-        description=(
-            "Executor pods; 0 (the default) runs Spark inside the driver pod with its "
-            "cores, and the driver gets no Kubernetes token."
-        ),
-    )
-
-
 class Toleration(Model):
-    """A Kubernetes toleration of the driver pod."""
+    """A Kubernetes toleration of the driver's or the executors' pods."""
 
     key: str | None = Field(
         default=None, max_length=317, description="Taint key; empty matches every key."
@@ -596,7 +584,34 @@ class Toleration(Model):
     )
 
 
-class Driver(Resources):
+class Placement(Model):
+    """Where a pod may run: the same fields for the driver and for executor pods."""
+
+    affinity: Affinity | None = Field(
+        default=None,
+        description="Node affinity and pod anti-affinity of the pods (Kubernetes' shape).",
+    )
+    node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=32, description="Node labels the pods must run on."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=32, description="Taints the pods tolerate."
+    )
+
+
+class Executors(Resources, Placement):
+    instances: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description=(
+            "Executor pods; 0 (the default) runs Spark inside the driver pod with its "
+            "cores, and the driver gets no Kubernetes token."
+        ),
+    )
+
+
+class Driver(Resources, Placement):
     cpu_limit: str | None = Field(
         default=None,
         pattern=CPU,
@@ -615,16 +630,6 @@ class Driver(Resources):
             "Memory of the container beyond the JVM's 'memory' (Python workers, native "
             "buffers), e.g. 512m; default: 10% of memory, at least 384m (Spark's rule)."
         ),
-    )
-    affinity: Affinity | None = Field(
-        default=None,
-        description="Node affinity and pod anti-affinity of the driver pod (Kubernetes' shape).",
-    )
-    node_selector: dict[str, Annotated[str, Field(max_length=63)]] = Field(
-        default_factory=dict, max_length=32, description="Node labels the driver pod must run on."
-    )
-    tolerations: list[Toleration] = Field(
-        default_factory=list, max_length=32, description="Taints the driver pod tolerates."
     )
 
 

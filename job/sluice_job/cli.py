@@ -20,7 +20,7 @@ from types import FrameType
 from sluice_api import env, termination
 from sluice_api.exitcodes import ExitCode
 from sluice_job import config as driver_config
-from sluice_job import logs, offsets
+from sluice_job import executor_backend, logs, offsets
 from sluice_job.runner import Progress
 
 EPILOG = """\
@@ -29,6 +29,9 @@ environment variable (the operator sets it), with SLUICE_PIPELINE, SLUICE_NAMESP
 and SLUICE_EPOCH naming the pipeline and this driver's epoch.
 
 exit codes: 0 clean stop, 1 failure, 2 invalid configuration, 3 fenced by a newer epoch.
+
+`python -m sluice_job executor` is the image's other role: a Spark executor in a pod
+that the driver's Spark started (it sets the SPARK_* variables the role reads).
 """
 
 
@@ -40,11 +43,23 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     result.add_argument("--config", metavar="FILE", type=Path, help="pipeline spec as JSON")
+    result.add_argument(
+        "role",
+        nargs="?",
+        choices=[executor_backend.ROLE],
+        help="run as a Spark executor (Spark's executor pods pass it); default: the driver",
+    )
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.role == executor_backend.ROLE:
+        try:
+            executor_backend.run(os.environ)
+        except executor_backend.ExecutorEnvError as err:
+            print(f"sluice_job: {err}", file=sys.stderr)
+            return int(ExitCode.INVALID_CONFIG)
     logs.setup()
     try:
         cfg = driver_config.load(os.environ, args.config)

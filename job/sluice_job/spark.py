@@ -24,7 +24,9 @@ Caching is decided per batch in ``execute`` (input and rejects only). The Kafka
 connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths), the master
 from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``), and
 Spark-on-Kubernetes settings (JSON) from ``SLUICE_SPARK_CONF``; the operator sets
-both when executors run as pods.
+both when executors run as pods, and the executor pods' template (a Pod as JSON) in
+``SLUICE_EXECUTOR_POD_TEMPLATE``, which :func:`executor_template` writes to the file
+Spark reads (``spark.kubernetes.executor.podTemplateFile``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -85,6 +88,21 @@ def spark_conf(
     conf.update(spec.spark.conf)  # tuning only: the spec model refuses the rest
     conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))  # the operator's, last
     return conf
+
+
+TEMPLATE_FILE_KEY = "spark.kubernetes.executor.podTemplateFile"
+TEMPLATE_FILE = "executor-pod-template.json"
+
+
+def executor_template(env: Mapping[str, str], directory: Path) -> dict[str, str]:
+    """Write the operator's executor pod template into ``directory`` (JSON is YAML, as
+    Spark's loader reads it) and return the setting naming it; none without one."""
+    template = env.get(names.EXECUTOR_POD_TEMPLATE)
+    if not template:
+        return {}
+    path = directory / TEMPLATE_FILE
+    path.write_text(template)
+    return {TEMPLATE_FILE_KEY: str(path)}
 
 
 def session(conf: Mapping[str, str]) -> SparkSession:

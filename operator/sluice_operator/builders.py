@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
 from sluice_api import secret_refs
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec, Placement
 from sluice_operator import naming
 
 Manifest = dict[str, Any]
@@ -33,7 +33,31 @@ RUN_AS_USER: Final = 185  # the uid of the Spark images
 STOP_MARGIN_SECONDS: Final = 15
 """Grace beyond ``upgrade.stopTimeoutSeconds``: the driver's own watchdog exits first."""
 SCRATCH: Final = pod_settings.SCRATCH_MOUNT
-API_SERVER: Final = "https://kubernetes.default.svc:443"
+MASTER: Final = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
+"""Spark's master in the driver pod: the API server, from the variables every kubelet
+sets for the ``kubernetes`` Service (and expands in env values)."""
+EXECUTOR_CONTAINER: Final = "executor"
+SPARK_LOCAL_DIR: Final = f"{SCRATCH}/spark"
+"""Spark's local dirs on the driver and, as Spark mounts the driver's on its executors,
+on every executor (an emptyDir named ``spark-local-dir-1`` in the template)."""
+POD_SECURITY: Final[Mapping[str, Any]] = {
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS_USER,
+    "runAsGroup": RUN_AS_USER,
+    "fsGroup": RUN_AS_USER,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The pod-level half of the restricted Pod Security Standard (driver and executors)."""
+
+
+def container_security() -> dict[str, Any]:
+    """The container-level half: no escalation, no capabilities, read-only root."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 @dataclass(frozen=True)
@@ -85,13 +109,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             "automountServiceAccountToken": spec.spark.executors.instances > 0,
             "terminationGracePeriodSeconds": spec.upgrade.stop_timeout_seconds
             + STOP_MARGIN_SECONDS,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": RUN_AS_USER,
-                "runAsGroup": RUN_AS_USER,
-                "fsGroup": RUN_AS_USER,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": dict(POD_SECURITY),
             "containers": [_driver_container(owner, spec, epoch)],
             "volumes": [
                 {
@@ -100,19 +118,26 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
                 },
                 *(_dump(volume) for volume in pod.volumes),
             ],
-            "nodeSelector": dict(spec.spark.driver.node_selector),
-            "tolerations": [_dump(t) for t in spec.spark.driver.tolerations],
         },
     }
-    if pod.image_pull_secrets:
-        manifest["spec"]["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
-    if pod.priority_class_name:
-        manifest["spec"]["priorityClassName"] = pod.priority_class_name
-    if spec.spark.driver.affinity is not None:
-        manifest["spec"]["affinity"] = spec.spark.driver.affinity.model_dump(
+    _settle(manifest["spec"], spec, spec.spark.driver)
+    return manifest
+
+
+def _settle(pod_spec: Manifest, spec: PipelineSpec, placement: Placement) -> None:
+    """What driver and executor pods share: where they may run (each role its own
+    placement), pull secrets and priority (the pipeline's)."""
+    pod = spec.spark.pod
+    pod_spec["nodeSelector"] = dict(placement.node_selector)
+    pod_spec["tolerations"] = [_dump(t) for t in placement.tolerations]
+    if placement.affinity is not None:
+        pod_spec["affinity"] = placement.affinity.model_dump(
             by_alias=True, exclude_none=True, exclude_defaults=True
         )
-    return manifest
+    if pod.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    if pod.priority_class_name:
+        pod_spec["priorityClassName"] = pod.priority_class_name
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -151,12 +176,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
                 "ephemeral-storage": spec.spark.driver.scratch,
             },
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security(),
         "terminationMessagePath": env_names.DEFAULT_TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -178,14 +198,22 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         _field("POD_NAME", "metadata.name"),
         _field("POD_NAMESPACE", "metadata.namespace"),
         _field(env_names.POD_IP, "status.podIP"),
-        {"name": "SPARK_LOCAL_DIRS", "value": f"{SCRATCH}/spark"},
+        {"name": "SPARK_LOCAL_DIRS", "value": SPARK_LOCAL_DIR},
         {"name": "HOME", "value": SCRATCH},
     ]
     if spec.spark.executors.instances > 0:
-        env.append({"name": env_names.SPARK_MASTER, "value": f"k8s://{API_SERVER}"})
-        env.append(
-            {"name": env_names.SPARK_CONF, "value": json.dumps(spark_kubernetes_conf(owner, spec))}
-        )
+        template = executor_pod_template(owner, spec, epoch)
+        env += [
+            {"name": env_names.SPARK_MASTER, "value": MASTER},
+            {
+                "name": env_names.SPARK_CONF,
+                "value": json.dumps(spark_kubernetes_conf(owner, spec, epoch), sort_keys=True),
+            },
+            {
+                "name": env_names.EXECUTOR_POD_TEMPLATE,
+                "value": json.dumps(template, sort_keys=True),
+            },
+        ]
     return env + credential_env(spec)
 
 
@@ -203,29 +231,102 @@ def _secret(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec) -> dict[str, str]:
-    """Spark-on-Kubernetes settings: executors are owned by the driver pod (Spark sets
-    the owner reference from ``spark.kubernetes.driver.pod.name``), so they die with
-    it; they reach the driver through the headless Service."""
-    service = naming.driver_service(owner.name)
+def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec, epoch: int) -> dict[str, str]:
+    """Spark-on-Kubernetes settings of a driver in client mode inside its pod.
+
+    Executors reach the driver at the pod's own address (``$(POD_IP)``, expanded by the
+    kubelet) on fixed ports; they are owned by the driver pod (Spark sets the owner
+    reference from ``spark.kubernetes.driver.pod.name``), so they go with it, a fenced
+    driver's included. Spark makes no ConfigMap and no volume claim for them, so the
+    driver's account needs rights on pods only (the chart's ClusterRole)."""
     return {
         "spark.kubernetes.namespace": owner.namespace,
         "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.container.image.pullPolicy": spec.spark.pod.image_pull_policy,
         "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
-        "spark.kubernetes.authenticate.driver.serviceAccountName": naming.service_account(
-            owner.name
-        ),
         "spark.kubernetes.authenticate.executor.serviceAccountName": (
             naming.executor_service_account(owner.name)
         ),
-        "spark.kubernetes.executor.podNamePrefix": owner.name[:40],
-        "spark.kubernetes.executor.label." + naming.LABEL_PIPELINE: owner.name,
-        "spark.kubernetes.executor.label." + naming.LABEL_ROLE: naming.ROLE_EXECUTOR,
-        "spark.driver.host": f"{service}.{owner.namespace}.svc",
-        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.kubernetes.executor.podNamePrefix": naming.executor_pod_prefix(owner.name, epoch),
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+        "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        "spark.driver.host": "$(POD_IP)",
+        "spark.driver.bindAddress": "$(POD_IP)",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        # Only this driver's executors may talk to it, and not in clear: Spark makes a
+        # secret per application and hands it to the executor pods it creates.
+        "spark.authenticate": "true",
+        "spark.network.crypto.enabled": "true",
     }
+
+
+def executor_pod_template(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
+    """The executor pods' template (``spark.kubernetes.executor.podTemplateFile``):
+    the restricted security context, no API token, Spark's scratch in emptyDirs (the
+    root filesystem is read-only), and the pipeline's pod settings (environment,
+    volumes, pull secrets, priority, labels) as on the driver. Spark adds the image,
+    the command, its variables, resources and the owner reference."""
+    executors = spec.spark.executors
+    pod = spec.spark.pod
+    scratch = {"sizeLimit": executors.scratch}
+    manifest: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "labels": {**pod.labels, **naming.executor_labels(owner.name, epoch)},
+            "annotations": {**pod.annotations, naming.ANNOTATION_EPOCH: str(epoch)},
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "securityContext": dict(POD_SECURITY),
+            "containers": [
+                {
+                    "name": EXECUTOR_CONTAINER,
+                    "securityContext": container_security(),
+                    "env": [{"name": "HOME", "value": SCRATCH}, *(_dump(e) for e in pod.env)],
+                    "envFrom": [_dump(e) for e in pod.env_from],
+                    "resources": {
+                        "requests": {"ephemeral-storage": executors.scratch},
+                        "limits": {"ephemeral-storage": executors.scratch},
+                    },
+                    "volumeMounts": [
+                        {"name": pod_settings.SCRATCH_VOLUME, "mountPath": SCRATCH},
+                        {"name": SPARK_LOCAL_DIR_VOLUME, "mountPath": SPARK_LOCAL_DIR},
+                        *(_dump(mount) for mount in pod.volume_mounts),
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": pod_settings.SCRATCH_VOLUME, "emptyDir": dict(scratch)},
+                {"name": SPARK_LOCAL_DIR_VOLUME, "emptyDir": dict(scratch)},
+                *(_dump(volume) for volume in pod.volumes),
+            ],
+        },
+    }
+    _settle(manifest["spec"], spec, executors)
+    manifest["spec"]["tolerations"] += [
+        {
+            "key": taint,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": spec.failover.node_lost_seconds,
+        }
+        for taint in NODE_LOST_TAINTS
+    ]
+    return manifest
+
+
+NODE_LOST_TAINTS: Final = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+"""The taints of a lost node: an executor there is evicted after
+``failover.nodeLostSeconds`` (not Kubernetes' default 300 s), so Spark replaces it as
+soon as the operator would replace a driver there."""
+
+
+SPARK_LOCAL_DIR_VOLUME: Final = f"{pod_settings.SPARK_LOCAL_DIR_VOLUME_PREFIX}1"
+"""The name Spark looks for in a template before it adds its own local-dir volume."""
 
 
 def driver_service(owner: Owner) -> Manifest:

@@ -365,18 +365,28 @@ _NODE_REQUIREMENT: Final = Rule(
     " && self.values[0].matches('^[0-9]+$'))",
     "In and NotIn take values; Exists and DoesNotExist take none; Gt and Lt take one integer",
 )
-_NODE_AFFINITY: Final = "spec.spark.driver.affinity.nodeAffinity"
-_POD_ANTI_AFFINITY: Final = "spec.spark.driver.affinity.podAntiAffinity"
+
+
+def _affinity_rules(role: str) -> dict[str, tuple[Rule, ...]]:
+    """The operator/values rules of ``spec.spark.<role>.affinity``."""
+    node = f"spec.spark.{role}.affinity.nodeAffinity"
+    anti = f"spec.spark.{role}.affinity.podAntiAffinity"
+    return {
+        f"{node}.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[].matchExpressions[]": (_NODE_REQUIREMENT,),
+        f"{node}.preferredDuringSchedulingIgnoredDuringExecution[].preference.matchExpressions[]": (
+            _NODE_REQUIREMENT,
+        ),
+        f"{anti}.requiredDuringSchedulingIgnoredDuringExecution[]"
+        ".labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
+        f"{anti}.preferredDuringSchedulingIgnoredDuringExecution[]"
+        ".podAffinityTerm.labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
+    }
+
 
 POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
-    f"{_NODE_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution"
-    ".nodeSelectorTerms[].matchExpressions[]": (_NODE_REQUIREMENT,),
-    f"{_NODE_AFFINITY}.preferredDuringSchedulingIgnoredDuringExecution[]"
-    ".preference.matchExpressions[]": (_NODE_REQUIREMENT,),
-    f"{_POD_ANTI_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution[]"
-    ".labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
-    f"{_POD_ANTI_AFFINITY}.preferredDuringSchedulingIgnoredDuringExecution[]"
-    ".podAffinityTerm.labelSelector.matchExpressions[]": (_LABEL_REQUIREMENT,),
+    **_affinity_rules("driver"),
+    **_affinity_rules("executors"),
     "spec.spark.pod": (
         Rule(
             "!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes)"
@@ -417,8 +427,10 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "persistentVolumeClaim (no hostPath or other node or cluster sources)",
         ),
         Rule(
-            f"self.name != '{pod.SCRATCH_VOLUME}'",
-            f"volume name '{pod.SCRATCH_VOLUME}' is the driver's own",
+            f"self.name != '{pod.SCRATCH_VOLUME}'"
+            f" && !self.name.startsWith('{pod.SPARK_LOCAL_DIR_VOLUME_PREFIX}')",
+            f"volume names '{pod.SCRATCH_VOLUME}' and '{pod.SPARK_LOCAL_DIR_VOLUME_PREFIX}*' "
+            "are the pods' own scratch space",
         ),
     ),
     "spec.spark.pod.volumes[].configMap.items[].path": (

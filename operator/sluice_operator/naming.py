@@ -39,6 +39,8 @@ __all__ = [
     "VERSION",
     "driver_pod",
     "driver_service",
+    "executor_labels",
+    "executor_pod_prefix",
     "labels",
     "selector",
     "service_account",
@@ -62,6 +64,32 @@ def service_account(pipeline: str) -> str:
 
 def executor_service_account(pipeline: str) -> str:
     return _with_suffix(pipeline, "-executor")
+
+
+EXECUTOR_PREFIX_MAX: Final = 47
+"""Spark's limit on ``spark.kubernetes.executor.podNamePrefix`` (pods are named
+``<prefix>-exec-<id>``, at most 63 characters)."""
+
+
+def executor_pod_prefix(pipeline: str, epoch: int) -> str:
+    """``<pipeline>-e<epoch>``: executor pods are named after their driver's
+    generation, so a fenced driver's executors are never mistaken for the new ones.
+    Dots (valid in a pipeline's name, not in a pod's DNS label) become dashes."""
+    suffix = f"-e{epoch}"
+    head = pipeline.replace(".", "-")[: EXECUTOR_PREFIX_MAX - len(suffix)].rstrip("-")
+    return head + suffix
+
+
+def executor_labels(pipeline: str, epoch: int) -> dict[str, str]:
+    """Labels of a driver generation's executor pods: never the drivers' selector."""
+    return {
+        "app.kubernetes.io/name": "sluice-executor",
+        "app.kubernetes.io/instance": pipeline,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_PIPELINE: pipeline,
+        LABEL_ROLE: ROLE_EXECUTOR,
+        LABEL_EPOCH: str(epoch),
+    }
 
 
 def _with_suffix(pipeline: str, suffix: str) -> str:

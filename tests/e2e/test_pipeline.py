@@ -17,151 +17,18 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-from cassandra import InvalidRequest
 
 from sluice_dev import procs
 from sluice_dev.events import EventFactory
-from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent import control
-from sluice_dev.paths import Layout
-from sluice_dev.produce import Background
 from sluice_operator import naming
 from tests.support import state
-from tests.support.agents import ISOLATION_TAINT, PrivateAgent, private_agent
-from tests.support.e2e import (
-    JOB_IMAGE,
-    SinkReport,
-    batch_tags,
-    job_images,
-    manifest,
-    sink_report,
-)
-from tests.support.operator import Operators, Pipeline
+from tests.support.e2e import JOB_IMAGE, Setup, SinkReport, batch_tags, sink_report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
-
-RATE = 150.0
-"""Events per second while the faults happen (a steady stream, not a backlog)."""
-
-
-@dataclass
-class Setup:
-    layout: Layout
-    kubectl: Kubectl
-    operators: Operators
-    pipeline: Pipeline
-    agents: list[PrivateAgent]
-    pool: str
-    bootstrap: str
-    topic: str
-    contact: str
-    keyspace: str
-    cassandra: Any
-
-    @property
-    def pipeline_id(self) -> str:
-        return f"{self.pipeline.namespace}/{self.pipeline.name}"
-
-    def manifest(self, version: str) -> dict[str, Any]:
-        return manifest(
-            self.pipeline.name,
-            self.pipeline.namespace,
-            image=f"{JOB_IMAGE}:{version}",
-            bootstrap=self.bootstrap,
-            topic=self.topic,
-            contact=self.contact,
-            keyspace=self.keyspace,
-            pool=self.pool,
-            toleration=ISOLATION_TAINT,
-        )
-
-    def produce(self, count: int, factory: EventFactory) -> Background:
-        return Background(self.bootstrap, self.topic, count, RATE, factory).start()
-
-    def wait_commit_by(self, epoch: int, timeout: float = 180) -> None:
-        """Until a batch committed by the driver of ``epoch`` is in the history."""
-        wait_for(
-            lambda: any(
-                row.epoch == epoch
-                for row in state.history(self.cassandra, self.keyspace, self.pipeline_id)
-            ),
-            timeout=timeout,
-            what=f"a batch committed by epoch {epoch}",
-            ignoring=(InvalidRequest,),  # the driver has not created its tables yet
-        )
-
-    def drained(self, production: Background, timeout: float = 240) -> None:
-        """Production ended and the checkpoint holds Kafka's end offsets."""
-        production.wait(timeout)
-        ends = state.end_offsets(self.bootstrap, self.topic, 4)
-        wait_for(
-            lambda: state.committed(self.cassandra, self.keyspace, self.pipeline_id) == ends,
-            timeout=timeout,
-            what=f"the pipeline to commit the topic's end offsets {ends}",
-        )
-
-    def driver_pid(self) -> tuple[Any, int]:
-        (pod,) = [p for p in self.pipeline.live_pods() if p.status.phase == "Running"]
-        container = pod.status.container_statuses[0]
-        return pod, int(container.container_id.split("//")[1])
-
-
-@pytest.fixture
-def setup(
-    agent_stack: Layout,
-    core: Any,
-    operators: Operators,
-    pipeline: Pipeline,
-    kafka_bootstrap: str,
-    kafka_topic: Any,
-    cassandra_contact: str,
-    cassandra: Any,
-    events_table: str,
-    spark_jars: tuple[Path, ...],
-    tmp_path: Path,
-) -> Iterator[Setup]:
-    pool = f"pool-{uuid.uuid4().hex[:6]}"
-    images = job_images(tmp_path, spark_jars)
-    with ExitStack() as stack:
-        agents = [
-            stack.enter_context(
-                private_agent(
-                    agent_stack, core, tmp_path, labels={"sluice.dev/pool": pool}, images=images
-                )
-            )
-            for _ in range(2)
-        ]
-        yield Setup(
-            layout=agent_stack,
-            kubectl=Kubectl(agent_stack),
-            operators=operators,
-            pipeline=pipeline,
-            agents=agents,
-            pool=pool,
-            bootstrap=kafka_bootstrap,
-            topic=kafka_topic(partitions=4),
-            contact=cassandra_contact,
-            keyspace=events_table,
-            cassandra=cassandra,
-        )
-        _delete_and_wait(pipeline)
-
-
-def _delete_and_wait(pipeline: Pipeline) -> None:
-    """Delete the pipeline while the operator still runs: its driver stops cleanly."""
-    if pipeline.get() is None:
-        return
-    pipeline.delete()
-    wait_for(lambda: pipeline.get() is None, timeout=120, what="the pipeline to be deleted")
 
 
 def test_applied_pipeline_flows_shows_its_progress_and_survives_three_driver_kills(

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cassandra import InvalidRequest
+
 from sluice_dev.events import EventFactory
+from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
-from sluice_dev.paths import REPO_ROOT
+from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.produce import Background
 from sluice_operator import naming
 from tests.support import expected, state
+from tests.support.agents import ISOLATION_TAINT, PrivateAgent
+from tests.support.operator import Operators, Pipeline
+from tests.support.waiting import wait_for
 
 IMAGES_ROOT = REPO_ROOT / "tests" / "e2e" / "images"
 JOB_IMAGE = "sluice-e2e/job"
@@ -51,8 +58,10 @@ def manifest(
     keyspace: str,
     pool: str,
     toleration: str,
+    executors: int = 0,
 ) -> dict[str, Any]:
-    """A StreamingPipeline of the e2e job: one row per event into ``keyspace.events``."""
+    """A StreamingPipeline of the e2e job: one row per event into ``keyspace.events``;
+    with ``executors``, that many executor pods, each on another node of the pool."""
     return {
         "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
         "kind": naming.KIND,
@@ -79,11 +88,38 @@ def manifest(
                     "nodeSelector": {"sluice.dev/pool": pool},
                     "tolerations": [{"key": toleration, "operator": "Exists"}],
                 },
-                "executors": {"instances": 0},
+                "executors": executor_settings(name, executors, pool, toleration),
             },
             "upgrade": {"stopTimeoutSeconds": 60},
             "failover": {"nodeLostSeconds": 5},
             "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
+        },
+    }
+
+
+def executor_settings(pipeline: str, instances: int, pool: str, toleration: str) -> dict[str, Any]:
+    """Executors in the test's pool, never two of the pipeline's on one node."""
+    if instances == 0:
+        return {"instances": 0}
+    mine = [
+        {"key": naming.LABEL_PIPELINE, "operator": "In", "values": [pipeline]},
+        {"key": naming.LABEL_ROLE, "operator": "In", "values": [naming.ROLE_EXECUTOR]},
+    ]
+    return {
+        "instances": instances,
+        "cores": 1,
+        "memory": "512m",
+        "nodeSelector": {"sluice.dev/pool": pool},
+        "tolerations": [{"key": toleration, "operator": "Exists"}],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchExpressions": mine},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
         },
     }
 
@@ -152,3 +188,70 @@ def batch_tags(session: Any, keyspace: str, pipeline_id: str) -> dict[str, str]:
         if at >= 0 and ranges[at][0] <= row.source_offset < ranges[at][1]:
             tags[row.event_id] = ranges[at][2]
     return tags
+
+
+RATE = 150.0
+"""Events per second while the faults happen (a steady stream, not a backlog)."""
+
+
+@dataclass
+class Setup:
+    layout: Layout
+    kubectl: Kubectl
+    operators: Operators
+    pipeline: Pipeline
+    agents: list[PrivateAgent]
+    pool: str
+    bootstrap: str
+    topic: str
+    contact: str
+    keyspace: str
+    cassandra: Any
+
+    @property
+    def pipeline_id(self) -> str:
+        return f"{self.pipeline.namespace}/{self.pipeline.name}"
+
+    def manifest(self, version: str, executors: int = 0) -> dict[str, Any]:
+        return manifest(
+            self.pipeline.name,
+            self.pipeline.namespace,
+            image=f"{JOB_IMAGE}:{version}",
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            contact=self.contact,
+            keyspace=self.keyspace,
+            pool=self.pool,
+            toleration=ISOLATION_TAINT,
+            executors=executors,
+        )
+
+    def produce(self, count: int, factory: EventFactory) -> Background:
+        return Background(self.bootstrap, self.topic, count, RATE, factory).start()
+
+    def wait_commit_by(self, epoch: int, timeout: float = 180) -> None:
+        """Until a batch committed by the driver of ``epoch`` is in the history."""
+        wait_for(
+            lambda: any(
+                row.epoch == epoch
+                for row in state.history(self.cassandra, self.keyspace, self.pipeline_id)
+            ),
+            timeout=timeout,
+            what=f"a batch committed by epoch {epoch}",
+            ignoring=(InvalidRequest,),  # the driver has not created its tables yet
+        )
+
+    def drained(self, production: Background, timeout: float = 240) -> None:
+        """Production ended and the checkpoint holds Kafka's end offsets."""
+        production.wait(timeout)
+        ends = state.end_offsets(self.bootstrap, self.topic, 4)
+        wait_for(
+            lambda: state.committed(self.cassandra, self.keyspace, self.pipeline_id) == ends,
+            timeout=timeout,
+            what=f"the pipeline to commit the topic's end offsets {ends}",
+        )
+
+    def driver_pid(self) -> tuple[Any, int]:
+        (pod,) = [p for p in self.pipeline.live_pods() if p.status.phase == "Running"]
+        container = pod.status.container_statuses[0]
+        return pod, int(container.container_id.split("//")[1])

@@ -246,10 +246,10 @@ OPERATOR_CALLS = {
 }
 # What Spark's Kubernetes backend does from a driver that runs executor pods.
 DRIVER_GRANTS = {
-    ("", resource, verb)
-    for resource in ("pods", "services", "configmaps", "persistentvolumeclaims")
+    ("", "pods", verb)
     for verb in ("create", "get", "list", "watch", "delete", "deletecollection", "patch")
 }
+"""Executor pods only: no ConfigMap, no volume claim, no Service (client mode)."""
 BIND_DRIVER_ROLE = {
     "apiGroups": ["rbac.authorization.k8s.io"],
     "resources": ["clusterroles"],
@@ -322,7 +322,7 @@ def test_the_operator_holds_none_of_the_rights_it_gives_a_driver(render: Render)
     operator = one(docs, "Role", "rel-sluice")
     held = granted(operator["rules"])
     own_driver_pods = {("", "pods", v) for v in ("create", "list", "watch", "delete")}
-    assert held & DRIVER_GRANTS == own_driver_pods | {("", "services", "create")}
+    assert held & DRIVER_GRANTS == own_driver_pods
     args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--driver-cluster-role=rel-sluice-driver" in args
 

@@ -228,10 +228,18 @@ def test_driver_pod_passes_spark_on_kubernetes_settings_when_executors_are_pods(
     env = {e["name"]: e for e in builders.driver_env(owner, pipeline, 7)}
     conf = json.loads(env["SLUICE_SPARK_CONF"]["value"])
     assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
-    assert conf["spark.driver.host"] == "kpis-driver.ns.svc"
-    assert env["SLUICE_SPARK_MASTER"]["value"].startswith("k8s://")
+    # Executors reach the driver at its pod's address, which it also binds.
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "$(POD_IP)"
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "kpis-e7"
+    assert (
+        env["SLUICE_SPARK_MASTER"]["value"]
+        == "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
+    )
+    template = json.loads(env["SLUICE_EXECUTOR_POD_TEMPLATE"]["value"])
+    assert template["metadata"]["labels"]["sluice.dev/epoch"] == "7"
     names = [e["name"] for e in builders.driver_env(owner, pipeline, 7)]
-    assert names.index("POD_NAME") < names.index("SLUICE_SPARK_CONF")  # $(POD_NAME) expands
+    for variable in ("POD_NAME", "POD_IP"):  # $(POD_NAME) and $(POD_IP) expand
+        assert names.index(variable) < names.index("SLUICE_SPARK_CONF")
 
 
 def test_credentials_reach_the_driver_only_as_secret_references() -> None:

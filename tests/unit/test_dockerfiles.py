@@ -211,6 +211,31 @@ def test_the_job_image_runs_what_the_operator_gives_the_driver() -> None:
     assert importlib.util.find_spec("sluice_job.__main__") is not None
 
 
+def test_the_job_image_serves_both_roles() -> None:
+    """Its entrypoint alone runs the driver; with the argument Spark's executor pods
+    pass (``executor``) it runs Spark's executor backend with the image's Java."""
+    from sluice_job import cli, executor_backend
+
+    command = entrypoint(parse(JOB))
+    assert command[:3] == ["python", "-m", "sluice_job"]
+    assert cli.parser().parse_args(command[3:]).role is None
+    assert cli.parser().parse_args([*command[3:], "executor"]).role == "executor"
+    [env] = parse(JOB).final.all("ENV")
+    java_home = re.search(r"JAVA_HOME=(\S+)", env)
+    assert java_home is not None
+    spark_env = {
+        "JAVA_HOME": java_home[1],
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@10.0.0.5:7078",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_APPLICATION_ID": "spark-app",
+        "SPARK_EXECUTOR_POD_IP": "10.0.1.9",
+    }
+    argv = executor_backend.command(spark_env, Path("/opt/venv/lib/pyspark"))
+    assert argv[0] == "/opt/java/openjdk/bin/java"
+    assert executor_backend.BACKEND in argv
+
+
 def test_the_job_image_has_java_17() -> None:
     file = parse(JOB)
     [jre] = [s for s in file.stages if s.name == "jre"]

@@ -125,7 +125,11 @@ REFUSED = {
     ),
     "hostPath": ({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}, "hostPath"),
     "no source": ({"volumes": [{"name": "v"}]}, "exactly one of"),
-    "scratch volume": ({"volumes": [{"name": "scratch", "emptyDir": {}}]}, "driver's own"),
+    "scratch volume": ({"volumes": [{"name": "scratch", "emptyDir": {}}]}, "own scratch space"),
+    "spark local-dir volume": (
+        {"volumes": [{"name": "spark-local-dir-1", "emptyDir": {}}]},
+        "own scratch space",
+    ),
     "mount of no volume": (
         {"volumeMounts": [{"name": "x", "mountPath": "/etc/x"}]},
         "names a volume that spark.pod.volumes does not have",
@@ -198,7 +202,8 @@ def test_a_driver_without_executors_gets_no_rights_and_one_with_them_the_shipped
     assert binding["subjects"][0]["name"] == "orders-driver"
     executor = next(m for m in objects if m["metadata"]["name"] == "orders-executor")
     assert executor["automountServiceAccountToken"] is False
-    conf = builders.spark_kubernetes_conf(OWNER, with_executors)
+    conf = builders.spark_kubernetes_conf(OWNER, with_executors, 3)
     assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "orders-executor"
-    assert conf["spark.kubernetes.executor.label.sluice.dev/role"] == "executor"  # policies
+    template = builders.executor_pod_template(OWNER, with_executors, 3)
+    assert template["metadata"]["labels"]["sluice.dev/role"] == "executor"  # policies
     assert not any(m["kind"] == "Role" for m in objects)  # the operator creates no Role

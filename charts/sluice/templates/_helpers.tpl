@@ -126,12 +126,13 @@ What the operator does in a namespace it watches, derived from its code:
 
 {{/*
 What Spark's Kubernetes backend does from the driver when it runs executor pods:
-creates, watches and deletes them, with the ConfigMap of their Spark settings, and
-PersistentVolumeClaims when a pipeline asks for on-demand volumes.
+creates, watches, labels and deletes them. Nothing else: the operator turns off the
+executors' ConfigMap and the driver's volume claims (builders.spark_kubernetes_conf),
+and a driver in client mode creates no Service.
 */}}
 {{- define "sluice.driverRules" -}}
 - apiGroups: [""]
-  resources: [pods, services, configmaps, persistentvolumeclaims]
+  resources: [pods]
   verbs: [create, get, list, watch, delete, deletecollection, patch]
 {{- end }}
 

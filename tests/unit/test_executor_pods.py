@@ -1,0 +1,233 @@
+"""Executor pods: what the operator tells Spark about them, and the image's executor role.
+
+What a user checks: executors carry the pipeline's pod settings and the restricted
+security context, are named after the pipeline and the driver's epoch, are owned by
+(and so deleted with) the driver pod, and the job image starts Spark's executor backend
+from the variables Spark's scheduler sets, as Spark's own image does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice_api.spec import PipelineSpec
+from sluice_job import cli, executor_backend, spark
+from sluice_operator import builders, naming
+
+pytestmark = pytest.mark.unit
+
+OWNER = builders.Owner("orders", "team-a", "uid-1")
+
+
+def spec(**spark_settings: Any) -> PipelineSpec:
+    return PipelineSpec.model_validate(
+        {
+            "image": "registry.example.com/team-a/orders:1",
+            "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["orders"]}},
+            "transform": {"entrypoint": "orders.transform:run"},
+            "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
+            "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
+            "spark": {"executors": {"instances": 2, "scratch": "3Gi"}, **spark_settings},
+        }
+    )
+
+
+POD = {
+    "env": [{"name": "TZ", "value": "UTC"}],
+    "envFrom": [{"configMapRef": {"name": "orders-config"}}],
+    "volumes": [{"name": "ca", "secret": {"secretName": "ca-bundle"}}],
+    "volumeMounts": [{"name": "ca", "mountPath": "/etc/orders/ca", "readOnly": True}],
+    "imagePullSecrets": ["registry-team-a"],
+    "labels": {"team": "a"},
+    "annotations": {"example.com/owner": "orders@example.com"},
+    "priorityClassName": "pipelines-high",
+}
+
+
+def test_executor_template_is_restricted_and_carries_the_pod_settings() -> None:
+    template = builders.executor_pod_template(OWNER, spec(pod=POD), 4)
+    pod_spec = template["spec"]
+    [container] = pod_spec["containers"]
+    assert container["name"] == "executor"  # spark.kubernetes.executor.podTemplateContainerName
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod_spec["automountServiceAccountToken"] is False
+    # Writable scratch: /tmp, and Spark's local dirs where the driver keeps its own.
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/tmp"] == "scratch"
+    assert mounts["/tmp/spark"] == "spark-local-dir-1"
+    assert mounts["/etc/orders/ca"] == "ca"
+    volumes = {v["name"]: v for v in pod_spec["volumes"]}
+    assert volumes["spark-local-dir-1"]["emptyDir"] == {"sizeLimit": "3Gi"}
+    assert volumes["ca"]["secret"]["secretName"] == "ca-bundle"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env == {"HOME": "/tmp", "TZ": "UTC"}
+    assert container["envFrom"][0]["configMapRef"]["name"] == "orders-config"
+    assert pod_spec["imagePullSecrets"] == [{"name": "registry-team-a"}]
+    assert pod_spec["priorityClassName"] == "pipelines-high"
+    labels = template["metadata"]["labels"]
+    assert labels["team"] == "a"
+    assert labels["sluice.dev/role"] == "executor"
+    assert labels["sluice.dev/epoch"] == "4"
+    assert template["metadata"]["annotations"]["example.com/owner"] == "orders@example.com"
+
+
+def test_executors_on_a_lost_node_are_evicted_after_the_failover_time() -> None:
+    settings = spec(
+        executors={"instances": 2, "tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    )
+    lost = settings.model_copy(
+        update={"failover": settings.failover.model_copy(update={"node_lost_seconds": 7})}
+    )
+    tolerations = builders.executor_pod_template(OWNER, lost, 1)["spec"]["tolerations"]
+    assert {"key": "gpu", "operator": "Exists"} in tolerations
+    for taint in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"):
+        assert {
+            "key": taint,
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 7,
+        } in tolerations
+
+
+def test_executors_never_match_the_drivers_selector() -> None:
+    """The operator watches driver pods, and the Service selects them: executors must
+    not be taken for drivers."""
+    labels = builders.executor_pod_template(OWNER, spec(), 1)["metadata"]["labels"]
+    selector = naming.selector(OWNER.name)
+    assert not all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_executor_template_gets_no_credentials() -> None:
+    """Sinks get their credentials with the task: executor pods name no Secret the
+    pipeline's connections use."""
+    secured = spec().model_dump(by_alias=True, exclude_none=True)
+    secured["sink"]["cassandra"]["credentialsSecret"] = "cassandra-login"
+    template = builders.executor_pod_template(OWNER, PipelineSpec.model_validate(secured), 1)
+    assert "cassandra-login" not in json.dumps(template)
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "epoch", "prefix"),
+    [
+        ("orders", 3, "orders-e3"),
+        ("a" * 63, 12, "a" * 43 + "-e12"),
+        ("eu.orders", 1, "eu-orders-e1"),
+        ("x" * 44 + "-" + "y" * 10, 1234567890, "x" * 35 + "-e1234567890"),
+    ],
+)
+def test_executor_pods_are_named_after_pipeline_and_epoch(
+    pipeline: str, epoch: int, prefix: str
+) -> None:
+    assert naming.executor_pod_prefix(pipeline, epoch) == prefix
+    assert len(prefix) <= 47  # Spark's limit: <prefix>-exec-<id> within 63
+
+
+def test_driver_in_client_mode_creates_no_configmap_and_no_volume_claim() -> None:
+    """The driver's account is bound to pods only (the chart's ClusterRole)."""
+    conf = builders.spark_kubernetes_conf(OWNER, spec(), 2)
+    assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
+    assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.namespace"] == "team-a"
+    assert conf["spark.kubernetes.container.image"] == "registry.example.com/team-a/orders:1"
+    chart = (Path(__file__).parents[2] / "charts/sluice/templates/_helpers.tpl").read_text()
+    rules = chart.split('define "sluice.driverRules"')[1].split("{{- end }}")[0]
+    assert "resources: [pods]" in rules
+
+
+def test_the_driver_writes_the_template_spark_reads(tmp_path: Path) -> None:
+    template = builders.executor_pod_template(OWNER, spec(), 2)
+    env = {"SLUICE_EXECUTOR_POD_TEMPLATE": json.dumps(template)}
+    conf = spark.executor_template(env, tmp_path)
+    path = Path(conf["spark.kubernetes.executor.podTemplateFile"])
+    assert json.loads(path.read_text()) == template
+    assert spark.executor_template({}, tmp_path) == {}  # local mode: no template
+
+
+SPARK_ENV = {
+    "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@10.0.0.5:7078",
+    "SPARK_EXECUTOR_ID": "2",
+    "SPARK_EXECUTOR_CORES": "1",
+    "SPARK_EXECUTOR_MEMORY": "1024m",
+    "SPARK_APPLICATION_ID": "spark-application-1",
+    "SPARK_EXECUTOR_POD_IP": "10.0.1.9",
+    "SPARK_EXECUTOR_POD_NAME": "orders-e3-exec-2",
+    "SPARK_RESOURCE_PROFILE_ID": "0",
+    "SPARK_CONF_DIR": "/opt/spark/conf",
+    "SPARK_JAVA_OPT_10": "-Dspark.driver.port=7078",
+    "SPARK_JAVA_OPT_2": "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "SPARK_JAVA_OPT_1": "-XX:+IgnoreUnrecognizedVMOptions",
+    "JAVA_HOME": "/opt/java/openjdk",
+}
+
+
+def test_executor_command_is_what_sparks_entrypoint_runs() -> None:
+    argv = executor_backend.command(SPARK_ENV, Path("/opt/venv/pyspark"))
+    assert argv[:4] == [
+        "/opt/java/openjdk/bin/java",
+        "-XX:+IgnoreUnrecognizedVMOptions",  # SPARK_JAVA_OPT_<n> in numeric order
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "-Dspark.driver.port=7078",
+    ]
+    assert argv[4:6] == ["-Xms1024m", "-Xmx1024m"]
+    assert argv[6:8] == ["-cp", "/opt/spark/conf:/opt/venv/pyspark/jars/*"]
+    assert argv[8] == "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+    options = dict(zip(argv[9::2], argv[10::2], strict=True))
+    assert options == {
+        "--driver-url": "spark://CoarseGrainedScheduler@10.0.0.5:7078",
+        "--executor-id": "2",
+        "--cores": "1",
+        "--app-id": "spark-application-1",
+        "--hostname": "10.0.1.9",
+        "--resourceProfileId": "0",
+        "--podName": "orders-e3-exec-2",
+    }
+
+
+def test_executor_role_outside_a_spark_pod_names_what_is_missing() -> None:
+    partial = {k: v for k, v in SPARK_ENV.items() if k != "SPARK_DRIVER_URL"}
+    with pytest.raises(executor_backend.ExecutorEnvError, match="SPARK_DRIVER_URL"):
+        executor_backend.command(partial, Path("/x"))
+    assert cli.main(["executor"]) == 2  # the test's environment has no SPARK_* variables
+
+
+def test_the_installed_pyspark_has_the_executor_backend() -> None:
+    jars = executor_backend.spark_home({}) / "jars"
+    assert list(jars.glob("spark-kubernetes_*.jar"))
+    assert list(jars.glob("kubernetes-client-*.jar"))
+
+
+def test_executors_have_their_own_placement_not_the_drivers() -> None:
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": "sluice.dev/role", "operator": "In", "values": ["executor"]}
+                        ]
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    settings = spec(
+        driver={"nodeSelector": {"pool": "drivers"}},
+        executors={"instances": 2, "nodeSelector": {"pool": "workers"}, "affinity": anti},
+    )
+    template = builders.executor_pod_template(OWNER, settings, 1)["spec"]
+    assert template["nodeSelector"] == {"pool": "workers"}
+    assert template["affinity"] == anti
+    driver = builders.driver_pod(OWNER, settings, 1, "h")["spec"]
+    assert driver["nodeSelector"] == {"pool": "drivers"}
+    assert "affinity" not in driver
