@@ -1,6 +1,7 @@
 """The node agent plays the kubelet against the real control plane: pods placed by
 the real kube-scheduler run as local processes and report their exit code and
-termination message; deletion delivers SIGTERM within the grace period and removes the
+termination message; each pod has an IP of its own, where it can bind a port another
+pod binds too; deletion delivers SIGTERM within the grace period and removes the
 pod; a partitioned node goes NotReady (set by the real controller-manager) while its
 process keeps running as a zombie, and comes back Ready when healed; a crashed node's
 processes die at once and, once healed, the node reports them lost.
@@ -8,6 +9,8 @@ processes die at once and, once healed, the node reports them lost.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import textwrap
 import time
 from pathlib import Path
@@ -18,7 +21,7 @@ from kubernetes.client import CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 
 from sluice_dev import procs
-from sluice_dev.nodeagent import control, status
+from sluice_dev.nodeagent import control, podnet, status
 from sluice_dev.paths import Layout
 from sluice_dev.servers import nodeagent
 from tests.support.agents import PrivateAgent, node_ready
@@ -103,7 +106,8 @@ def test_scheduled_pod_reports_exit_code_and_termination_message(
     assert terminated.exit_code == 3
     assert terminated.reason == "Error"
     assert terminated.message == "checkpoint lost at offset 42"
-    assert pod.status.pod_ip == "127.0.0.1"
+    assert pod.status.host_ip == "127.0.0.1"
+    assert pod.status.pod_ip == podnet.pod_ip(pod.metadata.uid)  # its own, not the host's
 
 
 def test_delete_sends_sigterm_within_grace_then_removes_the_pod(
@@ -203,6 +207,61 @@ def test_crashed_node_kills_its_processes_and_reports_them_lost_after_heal(
     terminated = container.state.terminated if container.state else None
     assert terminated is not None
     assert (terminated.exit_code, terminated.reason) == (137, "ContainerStatusUnknown")
+
+
+def test_two_pods_bind_the_same_port_each_on_its_own_ip(
+    agent_stack: Layout, core: CoreV1Api, namespace: str
+) -> None:
+    """Two Spark drivers on one machine bind the same fixed ports on their pod IPs."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    script = f"""
+        import os, socket
+        server = socket.socket()
+        server.bind((os.environ["POD_IP"], {port}))
+        server.listen()
+        while True:
+            conn, _ = server.accept()
+            conn.sendall(os.environ["POD_NAME"].encode())
+            conn.close()
+    """
+    env = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    names = ("driver-a", "driver-b")
+    for name in names:
+        manifest = pod_manifest(name, script)
+        assert manifest.spec is not None
+        manifest.spec.containers[0].env = env
+        core.create_namespaced_pod(namespace, manifest)
+
+    def answer(ip: str) -> str | None:
+        with socket.create_connection((ip, port), timeout=2) as conn:
+            return conn.recv(100).decode() or None
+
+    def serving(name: str) -> str:
+        """The pod's IP, once it runs and answers there with its name."""
+        wait_for(lambda: running_pid(core, namespace, name), timeout=30, what=f"{name} running")
+        pod = read_pod(core, namespace, name)
+        assert pod is not None
+        assert pod.status is not None
+        assert pod.metadata is not None
+        ip = str(pod.status.pod_ip)
+        assert [entry.ip for entry in pod.status.pod_ips or []] == [ip]
+        assert ip == podnet.pod_ip(str(pod.metadata.uid))
+        assert ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8")
+        served = wait_for(
+            lambda: answer(ip), timeout=30, what=f"{name} listening", ignoring=(OSError,)
+        )
+        assert served == name
+        return ip
+
+    ips = {name: serving(name) for name in names}
+    assert ips["driver-a"] != ips["driver-b"]
+    assert "127.0.0.1" not in ips.values()
+    assert all(phase(core, namespace, name) == status.RUNNING for name in names)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Lease every ``heartbeat_seconds``) and the reconciler, which on every change or 
   kubelet's status manager does; a pod with nothing running is deleted at once;
 * a process whose pod vanished from the API (force-deleted): stopped, no API call;
 * a container that mounts its service-account token gets it as a kubeconfig
-  (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC.
+  (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC;
+* each pod has its own IP (:mod:`sluice_dev.nodeagent.podnet`), reported in its
+  status.
 
 Faults: *partitioned* - no heartbeats and no API writes for this node (exits are
 still noticed, nothing is started or restarted), processes keep running: a zombie.
@@ -42,11 +44,11 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from sluice_dev.nodeagent import node, serviceaccount, status
+from sluice_dev.nodeagent import node, podnet, serviceaccount, status
 from sluice_dev.nodeagent.clock import now
 from sluice_dev.nodeagent.informer import PodInformer
 from sluice_dev.nodeagent.podrun import ContainerFiles, Planner, PodRun
-from sluice_dev.nodeagent.podspec import LOCAL_IP, LaunchPlan, Placement, launch_plan
+from sluice_dev.nodeagent.podspec import LaunchPlan, Placement, launch_plan
 from sluice_dev.nodeagent.settings import Settings
 from sluice_dev.nodeagent.sources import ApiSources
 
@@ -274,7 +276,8 @@ class NodeAgent:
         mono = time.monotonic()
         views = run.views()
         run.conditions = status.conditions(views, run.conditions, now())
-        patch = status.status_patch(views, run.conditions, run.started_at, LOCAL_IP)
+        ip = podnet.pod_ip(_meta(run.pod, "uid"))
+        patch = status.status_patch(views, run.conditions, run.started_at, podnet.HOST_IP, ip)
         if mono < run.retry_at and not force:
             return
         observed = run.pod.status.to_dict(serialize=True) if run.pod.status else {}

@@ -10,9 +10,10 @@ without a cluster. The rules followed:
 * ``env`` values and ``command``/``args`` expand ``$(VAR)`` from the pod-defined
   variables (``$$`` escapes, unknown references stay as written), like the kubelet;
 * ``valueFrom``: ``fieldRef`` (metadata.name/namespace/uid, labels['k'],
-  annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP(s),
-  status.hostIP(s): both 127.0.0.1), ``secretKeyRef`` and ``configMapKeyRef`` with
-  ``optional`` honoured; ``resourceFieldRef`` is not supported;
+  annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP(s): the
+  pod's own loopback address from :func:`.podnet.pod_ip`, status.hostIP(s):
+  127.0.0.1), ``secretKeyRef`` and ``configMapKeyRef`` with ``optional`` honoured;
+  ``resourceFieldRef`` is not supported;
 * termination message: the container's ``terminationMessagePath`` (default
   ``/dev/termination-log``) cannot be written here, so every container gets its own
   local file, named in ``SLUICE_TERMINATION_LOG``, and any occurrence of the
@@ -33,9 +34,10 @@ from typing import Protocol
 
 from kubernetes.client import V1Container, V1EnvFromSource, V1EnvVar, V1ObjectMeta, V1Pod
 
+from sluice_dev.nodeagent.podnet import HOST_IP, pod_ip
+
 TERMINATION_LOG_ENV = "SLUICE_TERMINATION_LOG"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
-LOCAL_IP = "127.0.0.1"
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _LABEL_REF = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
@@ -176,10 +178,10 @@ def field_value(pod: V1Pod, path: str) -> str:
         "metadata.uid": meta.uid,
         "spec.nodeName": spec.node_name if spec else None,
         "spec.serviceAccountName": spec.service_account_name if spec else None,
-        "status.podIP": LOCAL_IP,
-        "status.podIPs": LOCAL_IP,
-        "status.hostIP": LOCAL_IP,
-        "status.hostIPs": LOCAL_IP,
+        "status.podIP": pod_ip(meta.uid) if meta.uid else None,
+        "status.podIPs": pod_ip(meta.uid) if meta.uid else None,
+        "status.hostIP": HOST_IP,
+        "status.hostIPs": HOST_IP,
     }
     if path not in simple:
         raise ConfigError(f"fieldRef {path!r} is not supported by the node agent")
