@@ -1,7 +1,8 @@
 """The node agent plays the kubelet against the real control plane: pods placed by
 the real kube-scheduler run as local processes and report their exit code and
-termination message; each pod has an IP of its own, where it can bind a port another
-pod binds too; deletion delivers SIGTERM within the grace period and removes the
+termination message; a pod with only ``args`` runs its image's entrypoint (Spark's
+executors); each pod has an IP of its own, where it can bind a port another pod
+binds too; deletion delivers SIGTERM within the grace period and removes the
 pod; a partitioned node goes NotReady (set by the real controller-manager) while its
 process keeps running as a zombie, and comes back Ready when healed; a crashed node's
 processes die at once and, once healed, the node reports them lost.
@@ -10,9 +11,11 @@ processes die at once and, once healed, the node reports them lost.
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,21 @@ def read_pod(core: CoreV1Api, namespace: str, name: str) -> V1Pod | None:
 def phase(core: CoreV1Api, namespace: str, name: str) -> str | None:
     pod = read_pod(core, namespace, name)
     return pod.status.phase if pod is not None and pod.status is not None else None
+
+
+def finished(core: CoreV1Api, namespace: str, name: str) -> V1Pod | None:
+    """The pod once it has Succeeded or Failed."""
+    pod = read_pod(core, namespace, name)
+    done = pod is not None and pod.status is not None and pod.status.phase in status.TERMINAL
+    return pod if done else None
+
+
+def termination_message(pod: V1Pod) -> str:
+    (container,) = (pod.status.container_statuses if pod.status else None) or []
+    terminated = container.state.terminated if container.state else None
+    assert terminated is not None, container
+    assert terminated.exit_code == 0, terminated
+    return str(terminated.message)
 
 
 def running_pid(core: CoreV1Api, namespace: str, name: str) -> int | None:
@@ -207,6 +225,55 @@ def test_crashed_node_kills_its_processes_and_reports_them_lost_after_heal(
     terminated = container.state.terminated if container.state else None
     assert terminated is not None
     assert (terminated.exit_code, terminated.reason) == (137, "ContainerStatusUnknown")
+
+
+def test_a_pod_with_only_args_runs_its_images_entrypoint_then_the_agents_default(
+    agent_stack: Layout, core: CoreV1Api, namespace: str, tmp_path: Path
+) -> None:
+    """Spark's executor pods have ``args: [executor]`` and rely on the image's
+    ENTRYPOINT: argv = ENTRYPOINT + args, ``$(VAR)`` expanded in the args."""
+    report = (
+        "import json, os, sys; "
+        "open(os.environ['SLUICE_TERMINATION_LOG'], 'w').write(json.dumps(sys.argv))"
+    )
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "image.entrypoint").write_text(json.dumps(["python", "-c", report]))
+    derived = tmp_path / "derived"  # no entrypoint of its own: the job image's runs
+    (derived / "sluice_job").mkdir(parents=True)
+    (derived / "sluice_job" / "__init__.py").write_text("")  # shadows the real one
+    (derived / "sluice_job" / "__main__.py").write_text(report.replace("; ", "\n"))
+    tag = uuid.uuid4().hex[:8]
+    for name, root in (("own", own), ("derived", derived)):
+        nodeagent.register_image(agent_stack, f"sluice-test-{name}-{tag}:1", root)
+        manifest = {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "executor",
+                        "image": f"sluice-test-{name}-{tag}:1",
+                        "args": ["executor", "--pod", "$(POD_NAME)"],
+                        "env": [
+                            {
+                                "name": "POD_NAME",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+        core.create_namespaced_pod(namespace, manifest)
+
+    own_pod = wait_for(lambda: finished(core, namespace, "own"), timeout=30, what="own done")
+    assert json.loads(termination_message(own_pod)) == ["-c", "executor", "--pod", "own"]
+    derived_pod = wait_for(
+        lambda: finished(core, namespace, "derived"), timeout=30, what="derived done"
+    )
+    argv = json.loads(termination_message(derived_pod))  # python -m sluice_job executor ...
+    assert argv == [str(derived / "sluice_job" / "__main__.py"), "executor", "--pod", "derived"]
 
 
 def test_two_pods_bind_the_same_port_each_on_its_own_ip(

@@ -6,9 +6,11 @@ controller-manager. The agent registers Node objects, heartbeats them, runs each
 bound to them as local processes (one process group per container), reports pod
 status the way a kubelet does, and honours graceful deletion. As a kubelet does, it
 gives each pod an IP of its own (in 127.0.0.0/8, so two pods can bind the same
-port). It can also fake node faults: a *partition* (heartbeats and API writes stop,
-processes keep running: a zombie) and a *crash* (processes SIGKILLed, heartbeats
-stop).
+port) and a container without a ``command`` its image's entrypoint (the code root's
+``image.entrypoint``, else the agent's ``--default-entrypoint``): what Spark's
+executor pods, created by a driver, need. It can also fake node faults: a
+*partition* (heartbeats and API writes stop, processes keep running: a zombie) and a
+*crash* (processes SIGKILLed, heartbeats stop).
 
 Modules, each with one concern: :mod:`.images` (image to local code root),
 :mod:`.podspec` (pod spec to launch plan, pure), :mod:`.podnet` (a pod's IP, pure),

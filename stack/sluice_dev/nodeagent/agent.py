@@ -48,7 +48,7 @@ from sluice_dev.nodeagent import node, podnet, serviceaccount, status
 from sluice_dev.nodeagent.clock import now
 from sluice_dev.nodeagent.informer import PodInformer
 from sluice_dev.nodeagent.podrun import ContainerFiles, Planner, PodRun
-from sluice_dev.nodeagent.podspec import LaunchPlan, Placement, launch_plan
+from sluice_dev.nodeagent.podspec import LaunchPlan, NodeDefaults, Placement, launch_plan
 from sluice_dev.nodeagent.settings import Settings
 from sluice_dev.nodeagent.sources import ApiSources
 
@@ -79,6 +79,9 @@ class NodeAgent:
             api.configuration.host, Path(api.configuration.ssl_ca_cert)
         )
         self._settings = settings
+        self._defaults = NodeDefaults(
+            base_env=settings.base_env, entrypoint=settings.default_entrypoint
+        )
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.RLock()
@@ -262,7 +265,7 @@ class NodeAgent:
                 scratch=files.root,
                 termination_log=files.termination_log,
             )
-            launch = launch_plan(pod, container, self._settings.base_env, place, sources)
+            launch = launch_plan(pod, container, self._defaults, place, sources)
             credentials = files.root / "serviceaccount"
             return serviceaccount.mount(
                 self._core, self._server, pod, container, credentials, launch
