@@ -2,10 +2,12 @@
 the real kube-scheduler run as local processes and report their exit code and
 termination message; a pod with only ``args`` runs its image's entrypoint (Spark's
 executors); each pod has an IP of its own, where it can bind a port another pod
-binds too; deletion delivers SIGTERM within the grace period and removes the
-pod; a partitioned node goes NotReady (set by the real controller-manager) while its
-process keeps running as a zombie, and comes back Ready when healed; a crashed node's
-processes die at once and, once healed, the node reports them lost.
+binds too; a container reaches the API server through ``KUBERNETES_SERVICE_HOST``
+and ``KUBERNETES_SERVICE_PORT``; deletion delivers SIGTERM within the grace period
+and removes the pod; a partitioned node goes NotReady (set by the real
+controller-manager) while its process keeps running as a zombie, and comes back
+Ready when healed; a crashed node's processes die at once and, once healed, the
+node reports them lost.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client import CoreV1Api, V1Pod, VersionApi
 from kubernetes.client.exceptions import ApiException
 
 from sluice_dev import procs
@@ -329,6 +331,48 @@ def test_two_pods_bind_the_same_port_each_on_its_own_ip(
     assert ips["driver-a"] != ips["driver-b"]
     assert "127.0.0.1" not in ips.values()
     assert all(phase(core, namespace, name) == status.RUNNING for name in names)
+
+
+def test_a_container_reaches_the_api_server_through_the_kubernetes_service_variables(
+    agent_stack: Layout, core: CoreV1Api, namespace: str
+) -> None:
+    """What a Spark driver does with ``k8s://https://$(KUBERNETES_SERVICE_HOST):
+    $(KUBERNETES_SERVICE_PORT)``: call the API server, trusting the pod's CA and token."""
+    wait_for(
+        lambda: any(
+            a.metadata.name == "default"
+            for a in core.list_namespaced_service_account(namespace).items
+        ),
+        timeout=30,
+        what="the default ServiceAccount",
+    )
+    script = """
+        import json, os, ssl, sys, urllib.request
+        secrets = os.path.dirname(os.environ["KUBECONFIG"])
+        context = ssl.create_default_context(cafile=os.path.join(secrets, "ca.crt"))
+        with open(os.path.join(secrets, "token")) as token:
+            bearer = {"Authorization": "Bearer " + token.read()}
+        request = urllib.request.Request(sys.argv[1] + "/version", headers=bearer)
+        with urllib.request.urlopen(request, context=context, timeout=10) as reply:
+            version = json.load(reply)["gitVersion"]
+        with open("/dev/termination-log", "w") as out:
+            json.dump({"master": sys.argv[1], "version": version}, out)
+    """
+    manifest = pod_manifest("spark-submit", script)
+    assert manifest.spec is not None
+    command = manifest.spec.containers[0].command
+    assert command is not None
+    command.append("https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)")
+    core.create_namespaced_pod(namespace, manifest)
+
+    pod = wait_for(
+        lambda: finished(core, namespace, "spark-submit"), timeout=30, what="spark-submit done"
+    )
+    seen = json.loads(termination_message(pod))
+    assert seen == {
+        "master": core.api_client.configuration.host,
+        "version": VersionApi(core.api_client).get_code().git_version,
+    }
 
 
 if __name__ == "__main__":

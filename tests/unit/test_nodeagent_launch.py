@@ -1,5 +1,6 @@
-"""What a container runs on the node agent: its argv from the pod and the image, as
-Kubernetes combines ``command``/``args`` with ENTRYPOINT/CMD."""
+"""What a container runs on the node agent: its argv from the pod and the image (as
+Kubernetes combines ``command``/``args`` with ENTRYPOINT/CMD), and the ``kubernetes``
+Service's variables a kubelet gives it, below the pod's own and seen by ``$(VAR)``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes.client import V1Pod
 
+from sluice_dev.nodeagent.kubeservice import service_env
 from sluice_dev.nodeagent.podnet import pod_ip
 from sluice_dev.nodeagent.podspec import (
     ConfigError,
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.unit
 
 JOB = ("python", "-m", "sluice_job")
 UID = "0b6f7a52-59c4-4d3e-8d33-3c1f5e0a9b10"
+API = "https://127.0.0.1:16443"
 
 
 class NoSources:
@@ -49,7 +52,9 @@ def plan(
         }
     )
     assert pod.spec is not None
-    node = NodeDefaults(base_env={"PATH": "/venv/bin"}, entrypoint=entrypoint)
+    node = NodeDefaults(
+        base_env={"PATH": "/venv/bin"}, service_env=service_env(API), entrypoint=entrypoint
+    )
     place = Placement(code_root, tmp_path / "scratch", tmp_path / "termination-log")
     return launch_plan(pod, pod.spec.containers[0], node, place, NoSources())
 
@@ -147,3 +152,50 @@ def test_a_malformed_entrypoint_file_names_the_file(tmp_path: Path) -> None:
     (root / "image.entrypoint").write_text('"python"')
     with pytest.raises(ConfigError, match=r"expected a JSON array of strings"):
         plan(tmp_path, {"args": ["executor"]}, code_root=root)
+
+
+def test_every_container_finds_the_api_server_the_agent_uses(tmp_path: Path) -> None:
+    env = plan(tmp_path, {"command": ["true"]}).env
+    assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+    assert env["KUBERNETES_SERVICE_PORT"] == env["KUBERNETES_SERVICE_PORT_HTTPS"] == "16443"
+    assert env["KUBERNETES_PORT"] == "tcp://127.0.0.1:16443"
+    assert env["KUBERNETES_PORT_16443_TCP_ADDR"] == "127.0.0.1"
+
+
+def test_the_spark_master_url_expands_from_the_service_variables(tmp_path: Path) -> None:
+    master = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
+    launched = plan(
+        tmp_path,
+        {
+            "command": ["spark-submit", "--master", master],
+            "env": [{"name": "MASTER", "value": master}],
+        },
+    )
+    assert launched.argv[-1] == "k8s://https://127.0.0.1:16443"
+    assert launched.env["MASTER"] == "k8s://https://127.0.0.1:16443"
+
+
+def test_the_pods_own_variables_win_over_the_services_also_in_expansion(
+    tmp_path: Path,
+) -> None:
+    launched = plan(
+        tmp_path,
+        {
+            "command": ["echo", "$(KUBERNETES_SERVICE_HOST)"],
+            "env": [
+                {"name": "BEFORE", "value": "$(KUBERNETES_SERVICE_HOST)"},
+                {"name": "KUBERNETES_SERVICE_HOST", "value": "api.example"},
+                {"name": "AFTER", "value": "$(KUBERNETES_SERVICE_HOST)"},
+            ],
+        },
+    )
+    assert launched.env["KUBERNETES_SERVICE_HOST"] == "api.example"
+    assert launched.env["KUBERNETES_SERVICE_PORT"] == "16443"
+    assert (launched.env["BEFORE"], launched.env["AFTER"]) == ("127.0.0.1", "api.example")
+    assert launched.argv == ("echo", "api.example")
+
+
+def test_an_api_server_url_without_a_port_means_443() -> None:
+    assert service_env("https://api.example")["KUBERNETES_SERVICE_PORT"] == "443"
+    with pytest.raises(ValueError, match="not https"):
+        service_env("http://127.0.0.1:8080")

@@ -12,8 +12,9 @@ Lease every ``heartbeat_seconds``) and the reconciler, which on every change or 
 * a process whose pod vanished from the API (force-deleted): stopped, no API call;
 * a container that mounts its service-account token gets it as a kubeconfig
   (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC;
-* each pod has its own IP (:mod:`sluice_dev.nodeagent.podnet`), reported in its
-  status.
+* every container gets ``KUBERNETES_SERVICE_HOST``/``PORT`` naming the API server the
+  agent uses (:mod:`sluice_dev.nodeagent.kubeservice`), and each pod its own IP
+  (:mod:`sluice_dev.nodeagent.podnet`), reported in its status.
 
 Faults: *partitioned* - no heartbeats and no API writes for this node (exits are
 still noticed, nothing is started or restarted), processes keep running: a zombie.
@@ -44,7 +45,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from sluice_dev.nodeagent import node, podnet, serviceaccount, status
+from sluice_dev.nodeagent import kubeservice, node, podnet, serviceaccount, status
 from sluice_dev.nodeagent.clock import now
 from sluice_dev.nodeagent.informer import PodInformer
 from sluice_dev.nodeagent.podrun import ContainerFiles, Planner, PodRun
@@ -80,7 +81,9 @@ class NodeAgent:
         )
         self._settings = settings
         self._defaults = NodeDefaults(
-            base_env=settings.base_env, entrypoint=settings.default_entrypoint
+            base_env=settings.base_env,
+            service_env=kubeservice.service_env(self._server.url),
+            entrypoint=settings.default_entrypoint,
         )
         self._wake = threading.Event()
         self._stop = threading.Event()

@@ -2,8 +2,9 @@
 
 Pure: Secrets and ConfigMaps come in through :class:`Sources`, the code root and the
 per-container files through :class:`Placement`, what the node adds (base
-environment, the default entrypoint) through :class:`NodeDefaults`, so the kubelet's
-rules are testable without a cluster. The rules followed:
+environment, the ``kubernetes`` Service's variables, the default entrypoint) through
+:class:`NodeDefaults`, so the kubelet's rules are testable without a cluster. The
+rules followed:
 
 * argv, as Kubernetes combines a container with its image: ``command`` replaces the
   image's ENTRYPOINT and CMD (argv = command + args); with only ``args``, argv =
@@ -14,11 +15,12 @@ rules are testable without a cluster. The rules followed:
   empty argv is a :class:`ConfigError` naming the container;
 * environment = the agent's base environment, then the "image" layer (``PYTHONPATH``
   with the code root first, ``HOSTNAME`` = pod name, the code root's
-  :data:`IMAGE_ENV_FILE`), then ``envFrom`` in order, then ``env`` in order (later
-  wins), then ``SLUICE_TERMINATION_LOG``;
+  :data:`IMAGE_ENV_FILE`), then the ``kubernetes`` Service's variables
+  (``KUBERNETES_SERVICE_HOST``/``PORT``..., :mod:`.kubeservice`), then ``envFrom``
+  in order, then ``env`` in order (later wins), then ``SLUICE_TERMINATION_LOG``;
 * ``env`` values and ``command``/``args`` (not the image's words) expand ``$(VAR)``
-  from the pod-defined variables (``$$`` escapes, unknown references stay as
-  written), like the kubelet;
+  from the pod-defined variables, then the Service's (``$$`` escapes, unknown
+  references stay as written), like the kubelet;
 * ``valueFrom``: ``fieldRef`` (metadata.name/namespace/uid, labels['k'],
   annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP(s): the
   pod's own loopback address from :func:`.podnet.pod_ip`, status.hostIP(s):
@@ -80,6 +82,8 @@ class NodeDefaults:
     """What the node gives every container, whatever its pod says."""
 
     base_env: Mapping[str, str] = field(default_factory=dict)
+    service_env: Mapping[str, str] = field(default_factory=dict)
+    """The ``kubernetes`` Service's variables (:mod:`.kubeservice`)."""
     entrypoint: tuple[str, ...] = ()
     """The ENTRYPOINT of an image whose code root names none."""
 
@@ -98,14 +102,15 @@ def launch_plan(
     place: Placement,
     sources: Sources,
 ) -> LaunchPlan:
-    pod_env = pod_defined_env(pod, container, sources)
+    pod_env = pod_defined_env(pod, container, sources, node.service_env)
+    visible = {**node.service_env, **pod_env}
     message_path = container.termination_message_path or DEFAULT_TERMINATION_PATH
 
     def local(words: Sequence[str] | None) -> list[str] | None:
         if not words:
             return None
         return [
-            expand(word, pod_env).replace(message_path, str(place.termination_log))
+            expand(word, visible).replace(message_path, str(place.termination_log))
             for word in words
         ]
 
@@ -119,6 +124,7 @@ def launch_plan(
     env = {
         **node.base_env,
         **image_env(pod, node.base_env, place.code_root),
+        **node.service_env,
         **pod_env,
         TERMINATION_LOG_ENV: str(place.termination_log),
     }
@@ -216,13 +222,19 @@ def read_image_env(path: Path) -> dict[str, str]:
     return env
 
 
-def pod_defined_env(pod: V1Pod, container: V1Container, sources: Sources) -> dict[str, str]:
-    """``envFrom`` then ``env``, with ``$(VAR)`` expansion, as the kubelet builds them."""
+def pod_defined_env(
+    pod: V1Pod,
+    container: V1Container,
+    sources: Sources,
+    service_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """``envFrom`` then ``env``, with ``$(VAR)`` expansion, as the kubelet builds them:
+    a reference looks in the variables defined so far, then in ``service_env``."""
     env: dict[str, str] = {}
     for source in container.env_from or ():
         env.update(_env_from(source, sources))
     for var in container.env or ():
-        value = _env_value(pod, var, env, sources)
+        value = _env_value(pod, var, {**(service_env or {}), **env}, sources)
         if value is not None:
             env[var.name] = value
     return env
