@@ -49,7 +49,8 @@ KEYSPACE: Final = "sluice_demo"
 IMAGE: Final = "sluice-demo/job"
 OPERATOR: Final = "demo-operator"
 OPERATOR_PORT: Final = 18090 + ports.OFFSET
-DRIVER_METRICS: Final = "http://127.0.0.1:8090/metrics"
+DRIVER_METRICS_PORT: Final = 8090
+"""The driver's metrics port; it listens on its pod's IP, one per pod on the node agent."""
 EXAMPLE: Final = REPO_ROOT / "examples" / "kpi-pipeline.yaml"
 SCHEMA: Final = REPO_ROOT / "examples" / "kpi-schema.cql"
 WINDOW_SECONDS: Final = 60
@@ -156,6 +157,7 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
         summary.missing += max(0, -difference)
         summary.duplicates += max(0, difference)
     print(kubectl("get", "sp", "-n", NAMESPACE, "-o", "wide").rstrip(), flush=True)
+    metrics = _driver_metrics(kubectl)
     print()
     for line in summary.lines():
         print(line)
@@ -165,7 +167,7 @@ The stack and the operator keep running. Explore:
   export KUBECONFIG={layout.kubeconfig}
   {kube.kubectl(layout)} -n {NAMESPACE} get sp -o wide
   {kube.kubectl(layout)} -n {NAMESPACE} describe sp {PIPELINE}
-  curl -s {DRIVER_METRICS} | grep ^sluice_        (the driver)
+  curl -s {metrics} | grep ^sluice_        (the driver)
   curl -s http://127.0.0.1:{OPERATOR_PORT}/metrics | grep ^sluice_   (the operator)
   .venv/bin/sluice-dev produce --topic {topic} --rate 100 --count 1000
   .venv/bin/sluice-dev logs {OPERATOR}
@@ -227,6 +229,23 @@ def _pipeline(kubectl: Kubectl) -> dict[str, Any] | None:
 def _driver_node(kubectl: Kubectl, pod: str) -> str:
     found = json.loads(kubectl("get", "pod", pod, "-n", NAMESPACE, "-o", "json"))
     return str(found["spec"]["nodeName"])
+
+
+def _driver_metrics(kubectl: Kubectl) -> str:
+    """The running driver's metrics URL, or a placeholder that says where it is."""
+    status = (_pipeline(kubectl) or {}).get("status") or {}
+    name = status.get("driverPod")
+    if not name:
+        return driver_metrics_url({})
+    found = json.loads(kubectl("get", "pod", str(name), "-n", NAMESPACE, "-o", "json"))
+    return driver_metrics_url(found)
+
+
+def driver_metrics_url(pod: Mapping[str, Any]) -> str:
+    """Where the driver ``pod`` (as JSON) serves its metrics: its own pod IP, which the
+    node agent gives each pod (a pure function)."""
+    ip = (pod.get("status") or {}).get("podIP") or "<the driver pod's IP>"
+    return f"http://{ip}:{DRIVER_METRICS_PORT}/metrics"
 
 
 # -- the pieces the demo runs ----------------------------------------------------------

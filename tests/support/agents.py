@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sluice_dev import procs
 from sluice_dev.paths import Layout
-from sluice_dev.servers import kube
+from sluice_dev.servers import kube, nodeagent
 from tests.support.waiting import wait_for
 
 ISOLATION_TAINT = "sluice.dev/isolated"
@@ -52,7 +52,8 @@ def private_agent(
     images: dict[str, Path] | None = None,
 ) -> Iterator[PrivateAgent]:
     """Run an agent with one node tainted ``sluice.dev/isolated=<node>:NoSchedule``;
-    ``images`` map image names to code roots (default: any image, no code root)."""
+    ``images`` map image names to code roots (default: any image, no code root).
+    Images without an entrypoint of their own run the job's, as on the stack's agent."""
     node = f"sluice-test-{uuid.uuid4().hex[:6]}"
     port = free_port()
     argv = [
@@ -64,6 +65,7 @@ def private_agent(
         f"--control-port={port}",
         f"--state-dir={workdir / node}",
         "--image-root=*=",
+        nodeagent.default_entrypoint_flag(),
         *(f"--image-root={image}={root}" for image, root in (images or {}).items()),
         f"--taint={ISOLATION_TAINT}={node}:NoSchedule",
         *(f"--label={key}={value}" for key, value in (labels or {}).items()),

@@ -8,6 +8,7 @@ import yaml
 from sluice_api.spec import PipelineSpec
 from sluice_dev import demo
 from sluice_dev.events import EventFactory
+from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
 
@@ -31,3 +32,12 @@ def test_expected_kpis_count_every_event_once_in_its_minute() -> None:
     assert sum(kpis.values()) == 500
     assert all(start % 60 == 0 for _, start in kpis)
     assert all(page == page.lower() and "?" not in page for page, _ in kpis)
+
+
+def test_the_demo_points_curl_at_the_driver_pods_own_ip() -> None:
+    """Each pod has its own loopback address on the node agent; the driver's metrics
+    server listens on it, not on 127.0.0.1."""
+    pod = {"metadata": {"name": "page-kpis-3"}, "status": {"podIP": "127.41.7.9"}}
+    assert demo.driver_metrics_url(pod) == "http://127.41.7.9:8090/metrics"
+    assert demo.DRIVER_METRICS_PORT == builders.METRICS_PORT
+    assert "<the driver pod's IP>" in demo.driver_metrics_url({"status": {}})

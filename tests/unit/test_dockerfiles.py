@@ -24,7 +24,7 @@ import yaml
 from sluice_api.spec import PipelineSpec
 from sluice_dev import versions
 from sluice_dev.paths import REPO_ROOT, Layout
-from sluice_dev.servers import spark
+from sluice_dev.servers import nodeagent, spark
 from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
@@ -234,6 +234,17 @@ def test_the_job_image_serves_both_roles() -> None:
     argv = executor_backend.command(spark_env, Path("/opt/venv/lib/pyspark"))
     assert argv[0] == "/opt/java/openjdk/bin/java"
     assert executor_backend.BACKEND in argv
+
+
+def test_the_local_node_agent_runs_the_job_images_entrypoint_for_args_only_pods(
+    tmp_path: Path,
+) -> None:
+    """Spark's executor pods give only ``args``: the stack's agent must run what the
+    job image's ENTRYPOINT would."""
+    assert list(nodeagent.JOB_ENTRYPOINT) == entrypoint(parse(JOB))
+    assert nodeagent.default_entrypoint_flag() in nodeagent.SERVERS[0].argv(
+        Layout(cache=tmp_path / "cache", stack=tmp_path / "stack")
+    )
 
 
 def test_the_job_image_has_java_17() -> None:

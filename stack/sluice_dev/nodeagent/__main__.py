@@ -21,7 +21,7 @@ from kubernetes import config
 from kubernetes.client import ApiClient
 
 from sluice_dev import ports
-from sluice_dev.nodeagent import control, images, node
+from sluice_dev.nodeagent import control, images, node, podspec
 from sluice_dev.nodeagent.agent import Agent, NodeAgent
 from sluice_dev.nodeagent.settings import Settings, base_env
 
@@ -46,6 +46,14 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--taint", action="append", default=[], metavar="KEY[=VALUE]:EFFECT")
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--pass-env", action="append", default=[], metavar="NAME")
+    parser.add_argument(
+        "--default-entrypoint",
+        type=exec_form,
+        default=(),
+        metavar="JSON",
+        help='ENTRYPOINT of images without an image.entrypoint file, e.g. \'["python", "-m", '
+        '"sluice_job"]\' (default: none, such containers need a command)',
+    )
     parser.add_argument("--heartbeat-seconds", type=float, default=2.0)
     parser.add_argument("--shutdown-grace", type=float, default=5.0)
     return parser.parse_args(argv)
@@ -58,6 +66,7 @@ def settings(args: argparse.Namespace) -> Settings:
             static=dict(images.parse_flag(f) for f in args.image_root), file=args.images
         ),
         base_env=base_env(os.environ, args.pass_env),
+        default_entrypoint=args.default_entrypoint,
         taints=tuple(node.taint(t) for t in args.taint),
         labels=dict(_pair(label) for label in args.label),
         heartbeat_seconds=args.heartbeat_seconds,
@@ -96,6 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def api_client(kubeconfig: str | Path) -> ApiClient:
     client: ApiClient = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
     return client
+
+
+def exec_form(text: str) -> tuple[str, ...]:
+    """``--default-entrypoint``: a JSON array of strings, as a Dockerfile's exec form."""
+    try:
+        return podspec.parse_exec_form(text, "--default-entrypoint")
+    except podspec.ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def _pair(text: str) -> tuple[str, str]:

@@ -11,7 +11,10 @@ Lease every ``heartbeat_seconds``) and the reconciler, which on every change or 
   kubelet's status manager does; a pod with nothing running is deleted at once;
 * a process whose pod vanished from the API (force-deleted): stopped, no API call;
 * a container that mounts its service-account token gets it as a kubeconfig
-  (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC.
+  (:mod:`sluice_dev.nodeagent.serviceaccount`), so it acts with the pod's RBAC;
+* every container gets ``KUBERNETES_SERVICE_HOST``/``PORT`` naming the API server the
+  agent uses (:mod:`sluice_dev.nodeagent.kubeservice`), and each pod its own IP
+  (:mod:`sluice_dev.nodeagent.podnet`), reported in its status.
 
 Faults: *partitioned* - no heartbeats and no API writes for this node (exits are
 still noticed, nothing is started or restarted), processes keep running: a zombie.
@@ -42,11 +45,11 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
-from sluice_dev.nodeagent import node, serviceaccount, status
+from sluice_dev.nodeagent import kubeservice, node, podnet, serviceaccount, status
 from sluice_dev.nodeagent.clock import now
 from sluice_dev.nodeagent.informer import PodInformer
 from sluice_dev.nodeagent.podrun import ContainerFiles, Planner, PodRun
-from sluice_dev.nodeagent.podspec import LOCAL_IP, LaunchPlan, Placement, launch_plan
+from sluice_dev.nodeagent.podspec import LaunchPlan, NodeDefaults, Placement, launch_plan
 from sluice_dev.nodeagent.settings import Settings
 from sluice_dev.nodeagent.sources import ApiSources
 
@@ -77,6 +80,11 @@ class NodeAgent:
             api.configuration.host, Path(api.configuration.ssl_ca_cert)
         )
         self._settings = settings
+        self._defaults = NodeDefaults(
+            base_env=settings.base_env,
+            service_env=kubeservice.service_env(self._server.url),
+            entrypoint=settings.default_entrypoint,
+        )
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.RLock()
@@ -260,7 +268,7 @@ class NodeAgent:
                 scratch=files.root,
                 termination_log=files.termination_log,
             )
-            launch = launch_plan(pod, container, self._settings.base_env, place, sources)
+            launch = launch_plan(pod, container, self._defaults, place, sources)
             credentials = files.root / "serviceaccount"
             return serviceaccount.mount(
                 self._core, self._server, pod, container, credentials, launch
@@ -274,7 +282,8 @@ class NodeAgent:
         mono = time.monotonic()
         views = run.views()
         run.conditions = status.conditions(views, run.conditions, now())
-        patch = status.status_patch(views, run.conditions, run.started_at, LOCAL_IP)
+        ip = podnet.pod_ip(_meta(run.pod, "uid"))
+        patch = status.status_patch(views, run.conditions, run.started_at, podnet.HOST_IP, ip)
         if mono < run.retry_at and not force:
             return
         observed = run.pod.status.to_dict(serialize=True) if run.pod.status else {}

@@ -4,6 +4,9 @@ Nothing can pull an image here, so an image name stands for a directory on this
 machine. The container's process runs with that directory as its default working
 directory and with it prepended to ``PYTHONPATH`` (ahead of the venv's site-packages),
 so a pod "upgraded" from image A to image B imports the code under B's directory.
+The rest of an image's configuration is files in its code root: ``image.env`` (its
+``ENV``), ``image.entrypoint`` and ``image.cmd`` (its ``ENTRYPOINT`` and ``CMD``), see
+:mod:`sluice_dev.nodeagent.podspec`.
 
 Entries come from ``--image-root IMAGE=DIR`` flags and from a JSON file (``--images``,
 ``{"image": "/dir" or null}``) that is re-read at every container start, so a test can

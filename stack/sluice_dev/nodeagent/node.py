@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sluice_dev import versions
 from sluice_dev.nodeagent.clock import micro, now, rfc3339
-from sluice_dev.nodeagent.podspec import LOCAL_IP
+from sluice_dev.nodeagent.podnet import HOST_IP
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40
@@ -87,7 +87,7 @@ def status_patch(name: str, ready_since: datetime, moment: datetime) -> dict[str
             "capacity": dict(CAPACITY),
             "allocatable": dict(CAPACITY),
             "addresses": [
-                {"type": "InternalIP", "address": LOCAL_IP},
+                {"type": "InternalIP", "address": HOST_IP},
                 {"type": "Hostname", "address": name},
             ],
             "conditions": [

@@ -1,18 +1,31 @@
 """A container of a pod, turned into a local launch plan: argv, environment, cwd.
 
 Pure: Secrets and ConfigMaps come in through :class:`Sources`, the code root and the
-per-container files through :class:`Placement`, so the kubelet's rules are testable
-without a cluster. The rules followed:
+per-container files through :class:`Placement`, what the node adds (base
+environment, the ``kubernetes`` Service's variables, the default entrypoint) through
+:class:`NodeDefaults`, so the kubelet's rules are testable without a cluster. The
+rules followed:
 
+* argv, as Kubernetes combines a container with its image: ``command`` replaces the
+  image's ENTRYPOINT and CMD (argv = command + args); with only ``args``, argv =
+  ENTRYPOINT + args; with neither, ENTRYPOINT + CMD. The image's ENTRYPOINT is the
+  JSON array in its code root's :data:`IMAGE_ENTRYPOINT_FILE`, else the agent's
+  default (``--default-entrypoint``); its CMD the array in :data:`IMAGE_CMD_FILE`,
+  else none (with neither, ``args`` alone are the argv, as Docker runs them). An
+  empty argv is a :class:`ConfigError` naming the container;
 * environment = the agent's base environment, then the "image" layer (``PYTHONPATH``
-  with the code root first, ``HOSTNAME`` = pod name), then ``envFrom`` in order, then
-  ``env`` in order (later wins), then ``SLUICE_TERMINATION_LOG``;
-* ``env`` values and ``command``/``args`` expand ``$(VAR)`` from the pod-defined
-  variables (``$$`` escapes, unknown references stay as written), like the kubelet;
+  with the code root first, ``HOSTNAME`` = pod name, the code root's
+  :data:`IMAGE_ENV_FILE`), then the ``kubernetes`` Service's variables
+  (``KUBERNETES_SERVICE_HOST``/``PORT``..., :mod:`.kubeservice`), then ``envFrom``
+  in order, then ``env`` in order (later wins), then ``SLUICE_TERMINATION_LOG``;
+* ``env`` values and ``command``/``args`` (not the image's words) expand ``$(VAR)``
+  from the pod-defined variables, then the Service's (``$$`` escapes, unknown
+  references stay as written), like the kubelet;
 * ``valueFrom``: ``fieldRef`` (metadata.name/namespace/uid, labels['k'],
-  annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP(s),
-  status.hostIP(s): both 127.0.0.1), ``secretKeyRef`` and ``configMapKeyRef`` with
-  ``optional`` honoured; ``resourceFieldRef`` is not supported;
+  annotations['k'], spec.nodeName, spec.serviceAccountName, status.podIP(s): the
+  pod's own loopback address from :func:`.podnet.pod_ip`, status.hostIP(s):
+  127.0.0.1), ``secretKeyRef`` and ``configMapKeyRef`` with ``optional`` honoured;
+  ``resourceFieldRef`` is not supported;
 * termination message: the container's ``terminationMessagePath`` (default
   ``/dev/termination-log``) cannot be written here, so every container gets its own
   local file, named in ``SLUICE_TERMINATION_LOG``, and any occurrence of the
@@ -24,18 +37,20 @@ without a cluster. The rules followed:
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from kubernetes.client import V1Container, V1EnvFromSource, V1EnvVar, V1ObjectMeta, V1Pod
 
+from sluice_dev.nodeagent.podnet import HOST_IP, pod_ip
+
 TERMINATION_LOG_ENV = "SLUICE_TERMINATION_LOG"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
-LOCAL_IP = "127.0.0.1"
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _LABEL_REF = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
@@ -63,6 +78,17 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class NodeDefaults:
+    """What the node gives every container, whatever its pod says."""
+
+    base_env: Mapping[str, str] = field(default_factory=dict)
+    service_env: Mapping[str, str] = field(default_factory=dict)
+    """The ``kubernetes`` Service's variables (:mod:`.kubeservice`)."""
+    entrypoint: tuple[str, ...] = ()
+    """The ENTRYPOINT of an image whose code root names none."""
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     argv: tuple[str, ...]
     env: Mapping[str, str]
@@ -72,30 +98,96 @@ class LaunchPlan:
 def launch_plan(
     pod: V1Pod,
     container: V1Container,
-    base_env: Mapping[str, str],
+    node: NodeDefaults,
     place: Placement,
     sources: Sources,
 ) -> LaunchPlan:
-    pod_env = pod_defined_env(pod, container, sources)
+    pod_env = pod_defined_env(pod, container, sources, node.service_env)
+    visible = {**node.service_env, **pod_env}
     message_path = container.termination_message_path or DEFAULT_TERMINATION_PATH
-    words = [*(container.command or ()), *(container.args or ())]
-    argv = tuple(
-        expand(word, pod_env).replace(message_path, str(place.termination_log)) for word in words
-    )
+
+    def local(words: Sequence[str] | None) -> list[str] | None:
+        if not words:
+            return None
+        return [
+            expand(word, visible).replace(message_path, str(place.termination_log))
+            for word in words
+        ]
+
+    entrypoint, cmd = image_command(place.code_root, node.entrypoint)
+    argv = tuple(combine(local(container.command), local(container.args), entrypoint, cmd))
     if not argv:
         raise ConfigError(
-            f"container {container.name!r} has no command: the node agent cannot run an "
-            "image's entrypoint, give the pod a command"
+            f"container {container.name!r} has no command and its image no entrypoint: "
+            f"give the pod a command, or the image an {IMAGE_ENTRYPOINT_FILE} file"
         )
     env = {
-        **base_env,
-        **image_env(pod, base_env, place.code_root),
+        **node.base_env,
+        **image_env(pod, node.base_env, place.code_root),
+        **node.service_env,
         **pod_env,
         TERMINATION_LOG_ENV: str(place.termination_log),
     }
     default_cwd = place.code_root or place.scratch
     cwd = Path(container.working_dir) if container.working_dir else default_cwd
     return LaunchPlan(argv=argv, env=env, cwd=cwd)
+
+
+def combine(
+    command: Sequence[str] | None,
+    args: Sequence[str] | None,
+    entrypoint: Sequence[str],
+    cmd: Sequence[str],
+) -> list[str]:
+    """Kubernetes' rule for a container's argv: ``command`` replaces the image's
+    ENTRYPOINT and CMD; ``args`` alone replace CMD; neither runs ENTRYPOINT + CMD.
+    ``None`` and an empty list both mean "not given", as in the API."""
+    if command:
+        return [*command, *(args or ())]
+    if args:
+        return [*entrypoint, *args]
+    return [*entrypoint, *cmd]
+
+
+IMAGE_ENTRYPOINT_FILE = "image.entrypoint"
+"""In a code root, the image's ENTRYPOINT in exec form: a JSON array of strings,
+e.g. ``["python", "-m", "sluice_job"]``. Without it, the agent's default applies."""
+
+IMAGE_CMD_FILE = "image.cmd"
+"""In a code root, the image's CMD in exec form (a JSON array); none without it."""
+
+
+def image_command(
+    code_root: Path | None, default_entrypoint: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The image's ``(ENTRYPOINT, CMD)``: its code root's files, else the default
+    entrypoint and no CMD."""
+    if code_root is None:
+        return tuple(default_entrypoint), ()
+    entrypoint = read_exec_form(code_root / IMAGE_ENTRYPOINT_FILE)
+    cmd = read_exec_form(code_root / IMAGE_CMD_FILE)
+    return (
+        tuple(default_entrypoint) if entrypoint is None else entrypoint,
+        cmd or (),
+    )
+
+
+def read_exec_form(path: Path) -> tuple[str, ...] | None:
+    """The JSON array of strings in ``path`` (``None`` if it does not exist)."""
+    if not path.is_file():
+        return None
+    return parse_exec_form(path.read_text(), str(path))
+
+
+def parse_exec_form(text: str, source: str) -> tuple[str, ...]:
+    """A Dockerfile's exec form: a JSON array of strings; ``source`` names it in errors."""
+    try:
+        words = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f"{source}: not JSON ({err})") from err
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ConfigError(f"{source}: expected a JSON array of strings, got {text.strip()!r}")
+    return tuple(words)
 
 
 IMAGE_ENV_FILE = "image.env"
@@ -130,13 +222,19 @@ def read_image_env(path: Path) -> dict[str, str]:
     return env
 
 
-def pod_defined_env(pod: V1Pod, container: V1Container, sources: Sources) -> dict[str, str]:
-    """``envFrom`` then ``env``, with ``$(VAR)`` expansion, as the kubelet builds them."""
+def pod_defined_env(
+    pod: V1Pod,
+    container: V1Container,
+    sources: Sources,
+    service_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """``envFrom`` then ``env``, with ``$(VAR)`` expansion, as the kubelet builds them:
+    a reference looks in the variables defined so far, then in ``service_env``."""
     env: dict[str, str] = {}
     for source in container.env_from or ():
         env.update(_env_from(source, sources))
     for var in container.env or ():
-        value = _env_value(pod, var, env, sources)
+        value = _env_value(pod, var, {**(service_env or {}), **env}, sources)
         if value is not None:
             env[var.name] = value
     return env
@@ -176,10 +274,10 @@ def field_value(pod: V1Pod, path: str) -> str:
         "metadata.uid": meta.uid,
         "spec.nodeName": spec.node_name if spec else None,
         "spec.serviceAccountName": spec.service_account_name if spec else None,
-        "status.podIP": LOCAL_IP,
-        "status.podIPs": LOCAL_IP,
-        "status.hostIP": LOCAL_IP,
-        "status.hostIPs": LOCAL_IP,
+        "status.podIP": pod_ip(meta.uid) if meta.uid else None,
+        "status.podIPs": pod_ip(meta.uid) if meta.uid else None,
+        "status.hostIP": HOST_IP,
+        "status.hostIPs": HOST_IP,
     }
     if path not in simple:
         raise ConfigError(f"fieldRef {path!r} is not supported by the node agent")

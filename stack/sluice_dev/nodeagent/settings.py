@@ -26,6 +26,8 @@ class Settings:
     state_dir: Path
     images: ImageMap
     base_env: Mapping[str, str]
+    default_entrypoint: tuple[str, ...] = ()
+    """The ENTRYPOINT of images whose code root names none (``--default-entrypoint``)."""
     taints: tuple[Mapping[str, str], ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     heartbeat_seconds: float = 2.0

@@ -3,7 +3,10 @@
 Pure: the agent gives the containers' views and the times, this module answers the
 phase, the conditions and the ``status`` patch. The patch is a strategic merge patch:
 ``conditions`` merge by type (the scheduler's PodScheduled and a controller's
-DisruptionTarget survive); ``containerStatuses`` is replaced whole.
+DisruptionTarget survive); ``containerStatuses`` is replaced whole, and so is
+``podIPs`` (``$patch: replace``): merged by ``ip``, a pod reported with 127.0.0.1 by
+an agent of before per-pod IPs would end with two IPs of one family, which the API
+server refuses (422), so its status could never be written again.
 
 Phase, following the kubelet: a container never started -> Pending; one running, or
 waiting to be restarted -> Running; all terminated -> Succeeded if every exit code is 0,
@@ -116,16 +119,17 @@ def status_patch(
     views: Sequence[ContainerView],
     conds: Mapping[str, Condition],
     start_time: datetime,
-    ip: str,
+    host_ip: str,
+    pod_ip: str,
 ) -> dict[str, Any]:
     """The strategic merge patch for a pod's ``status`` subresource."""
     return {
         "status": {
             "phase": phase(views),
-            "hostIP": ip,
-            "hostIPs": [{"ip": ip}],
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"$patch": "replace"}, {"ip": pod_ip}],
             "startTime": rfc3339(start_time),
             "conditions": [_condition(kind, c) for kind, c in conds.items()],
             "containerStatuses": [_container(v) for v in views],

@@ -6,8 +6,11 @@ the kubelet's ClusterRole ``system:node`` by :mod:`sluice_dev.servers.kube`), ke
 pod files under ``data/node-agent/pods`` and reads its image map from
 ``conf/node-agent/images.json``, which starts as ``{"*": null}``: any image runs, with
 no code root. :func:`register_image` maps an image to a code root while the agent
-runs (the file is re-read at every container start). Its fault switches listen on
-``127.0.0.1:NODE_AGENT`` (:mod:`sluice_dev.nodeagent.control`).
+runs (the file is re-read at every container start). Every image of the local stack
+stands for the job image or one built from it, so an image that names no entrypoint
+of its own (an ``image.entrypoint`` file in its code root) runs the job image's,
+:data:`JOB_ENTRYPOINT`, as Spark's executor pods (``args`` only) expect. Its fault
+switches listen on ``127.0.0.1:NODE_AGENT`` (:mod:`sluice_dev.nodeagent.control`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from sluice_dev.servers.base import Server
 
 NAME = "node-agent"
 NODES = ("sluice-node-a", "sluice-node-b")
+JOB_ENTRYPOINT = ("python", "-m", "sluice_job")
+"""The ENTRYPOINT of ``Dockerfile.job``."""
+
+
+def default_entrypoint_flag() -> str:
+    """The agent's flag that gives images without their own the job's entrypoint."""
+    return f"--default-entrypoint={json.dumps(list(JOB_ENTRYPOINT))}"
 
 
 def state_dir(layout: Layout) -> Path:
@@ -62,6 +72,7 @@ def _argv(layout: Layout) -> Sequence[str]:
         f"--control-port={ports.NODE_AGENT}",
         f"--state-dir={state_dir(layout)}",
         f"--images={images_file(layout)}",
+        default_entrypoint_flag(),
     ]
 
 

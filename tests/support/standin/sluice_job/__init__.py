@@ -8,5 +8,6 @@ Behaviour comes from ``spec.transform.options.standin``:
 * ``exitCode`` (with ``afterSeconds``, default 1): exit with that code by itself;
 * otherwise run until SIGTERM, then write ``{"reason": "Stopped", ...}`` and exit 0;
 * ``metrics: true``: serve the series the operator reads (epoch, last committed batch
-  and its time: one pretend commit per second) on ``SLUICE_METRICS_PORT``.
+  and its time: one pretend commit per second) on ``SLUICE_METRICS_PORT``, on the
+  pod's own IP (``POD_IP``) as the real driver does.
 """

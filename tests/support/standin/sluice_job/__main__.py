@@ -53,7 +53,8 @@ def serve_metrics() -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("", int(os.environ["SLUICE_METRICS_PORT"])), Metrics)
+    address = (os.environ.get("POD_IP", ""), int(os.environ["SLUICE_METRICS_PORT"]))
+    server = ThreadingHTTPServer(address, Metrics)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
