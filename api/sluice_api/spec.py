@@ -683,6 +683,44 @@ def spark_conf_allowed(key: str) -> bool:
     return key in SPARK_CONF_KEYS or key.startswith(SPARK_CONF_PREFIXES)
 
 
+EVENT_LOG_DIR: Final = r"^(/.*|[a-zA-Z][-a-zA-Z0-9+.]*://.+)$"
+UI_PORT: Final = 4040
+
+
+def event_log_mounted(path: str, pod: PodSettings) -> bool:
+    """Whether ``path`` is at or under a writable mount of ``pod``."""
+    return any(
+        (path == m.mount_path or path.startswith(m.mount_path.rstrip("/") + "/"))
+        and not m.read_only
+        for m in pod.volume_mounts
+    )
+
+
+class SparkUi(Model):
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Serve Spark's web UI on the driver's port 4040 (port 'ui' of the driver pod and "
+            "its Service; reach it with kubectl port-forward). Off by default: a pipeline "
+            "runs millions of jobs and nobody browses them."
+        ),
+    )
+
+
+class EventLog(Model):
+    dir: str | None = Field(
+        default=None,
+        pattern=EVENT_LOG_DIR,
+        max_length=1024,
+        description=(
+            "Where Spark writes its event logs for a History Server (rolling files of "
+            "128 MiB): an absolute path on a writable volume of spark.pod (one the History "
+            "Server reads too), or a Hadoop filesystem URI the image can write. Unset: no "
+            "event logs."
+        ),
+    )
+
+
 class Spark(Model):
     driver: Driver = Field(
         default_factory=Driver, description="Driver pod resources and placement."
@@ -694,6 +732,10 @@ class Spark(Model):
             "Additions to the pipeline's pods: env, envFrom, volumes and mounts, pull secrets "
             "and policy, labels, annotations, priority class (docs/pod-settings.md)."
         ),
+    )
+    ui: SparkUi = Field(default_factory=SparkUi, description="Spark's web UI on the driver.")
+    event_log: EventLog = Field(
+        default_factory=EventLog, description="Spark event logs for a History Server."
     )
     conf: dict[str, Annotated[str, Field(max_length=1024)]] = Field(
         default_factory=dict,
@@ -715,6 +757,16 @@ class Spark(Model):
                 "operator's alone); allowed: the settings docs/tuning.md lists"
             )
         return value
+
+    @model_validator(mode="after")
+    def _event_log_on_a_volume(self) -> Self:
+        path = self.event_log.dir
+        if path and path.startswith("/") and not event_log_mounted(path, self.pod):
+            raise ValueError(
+                f"spark.eventLog.dir {path!r} is not on a writable volume of "
+                "spark.pod.volumeMounts (the root filesystem is read-only)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _account_without_executors(self) -> Self:

@@ -133,6 +133,9 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         env.get("PYSPARK_PYTHON", sys.executable),
     ) | spark.executor_template(env, Path(tempfile.mkdtemp(prefix="sluice-spark-")))
     spark_session = spark.session(session_conf)
+    ui = spark_session.sparkContext.uiWebUrl
+    if ui:
+        logs.event("spark ui", url=ui)
     try:
         runner = Runner(
             epoch=cfg.epoch,

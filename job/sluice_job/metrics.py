@@ -3,9 +3,8 @@
 Importing this module defines the metrics and nothing else; the HTTP endpoint
 starts only when the driver asks for it at start-up (``SLUICE_METRICS_PORT``). If
 the port is taken, the driver runs on and tries again after each batch: metrics
-never stand in the way of data. (In a pod the port is the pod's own; on the local
-stack, where pods are processes of one host, a replacement driver can start while
-the driver it replaces still holds the port.)
+never stand in the way of data. (The port is the pod's own, on the local stack too,
+where every pod gets its own loopback address.)
 Every metric carries ``pipeline`` (``namespace/name``), so alerts and dashboards
 need no join. Counters count *committed* batches: a batch re-run after a failure
 or a restart is counted once per process that commits it.

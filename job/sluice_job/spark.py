@@ -12,9 +12,10 @@ and the operator's Kubernetes settings are applied after it.
 * ``spark.sql.shuffle.partitions`` and ``spark.default.parallelism`` = the cores
   (driver cores in local mode, executors x cores otherwise) instead of 200: a
   shuffle of a small batch into 200 partitions is 200 tiny tasks to schedule.
-* UI off, and the status store keeps the last 100 jobs and stages and 50 SQL
-  executions (not 1000 each): a pipeline runs millions of jobs, nobody browses
-  them, and their history is driver memory.
+* UI off (``spec.spark.ui.enabled`` turns it on, port 4040), and the status store
+  keeps the last 100 jobs and stages and 50 SQL executions (not 1000 each): a
+  pipeline runs millions of jobs, nobody browses them, and their history is driver
+  memory.
 * Python workers are reused (``spark.python.worker.reuse``) and run the driver's
   own interpreter, so they import the same packages (and the user's code), and the
   sinks' connections opened in a worker live across batches.
@@ -39,7 +40,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sluice_api import env as names
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import UI_PORT, PipelineSpec
 
 REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"
 """Spark's default (``url``) and every Kafka option that can hold a secret."""
@@ -86,7 +87,29 @@ def spark_conf(
     if jars:
         conf["spark.jars"] = jars
     conf.update(spec.spark.conf)  # tuning only: the spec model refuses the rest
+    conf.update(observability(spec))
     conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))  # the operator's, last
+    return conf
+
+
+EVENT_LOG_FILE_SIZE = "128m"
+"""Rolling event logs: a pipeline never ends, so one file per application would grow
+without bound; the History Server compacts the rolled files."""
+
+
+def observability(spec: PipelineSpec) -> dict[str, str]:
+    """The UI (``spec.spark.ui``) and event logs (``spec.spark.eventLog``): the
+    pipeline's own fields, so they win over ``spark.ui.enabled`` in ``spark.conf``."""
+    conf: dict[str, str] = {}
+    if spec.spark.ui.enabled:
+        conf |= {"spark.ui.enabled": "true", "spark.ui.port": str(UI_PORT)}
+    if spec.spark.event_log.dir:
+        conf |= {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": spec.spark.event_log.dir,
+            "spark.eventLog.rolling.enabled": "true",
+            "spark.eventLog.rolling.maxFileSize": EVENT_LOG_FILE_SIZE,
+        }
     return conf
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
 from sluice_api import secret_refs
-from sluice_api.spec import PipelineSpec, Placement
+from sluice_api.spec import UI_PORT, PipelineSpec, Placement
 from sluice_operator import naming
 
 Manifest = dict[str, Any]
@@ -37,6 +37,7 @@ MASTER: Final = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_P
 """Spark's master in the driver pod: the API server, from the variables every kubelet
 sets for the ``kubernetes`` Service (and expands in env values)."""
 EXECUTOR_CONTAINER: Final = "executor"
+EXECUTOR_WORKDIR: Final = f"{SCRATCH}/work"
 SPARK_LOCAL_DIR: Final = f"{SCRATCH}/spark"
 """Spark's local dirs on the driver and, as Spark mounts the driver's on its executors,
 on every executor (an emptyDir named ``spark-local-dir-1`` in the template)."""
@@ -160,9 +161,7 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
         "env": driver_env(owner, spec, epoch) + [_dump(e) for e in spec.spark.pod.env],
         "envFrom": [_dump(e) for e in spec.spark.pod.env_from],
         "ports": [
-            {"name": "driver", "containerPort": DRIVER_PORT},
-            {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
-            {"name": "metrics", "containerPort": METRICS_PORT},
+            {"name": name, "containerPort": port} for name, port in driver_ports(spec).items()
         ],
         "resources": {
             "requests": {
@@ -250,6 +249,7 @@ def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec, epoch: int) -> dict[
         "spark.kubernetes.executor.podNamePrefix": naming.executor_pod_prefix(owner.name, epoch),
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.service.deleteOnTermination": "false",
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         "spark.driver.host": "$(POD_IP)",
@@ -285,6 +285,9 @@ def executor_pod_template(owner: Owner, spec: PipelineSpec, epoch: int) -> Manif
             "containers": [
                 {
                     "name": EXECUTOR_CONTAINER,
+                    # Executors fetch the driver's jars and files into their working
+                    # directory: it must be writable (the root filesystem is not).
+                    "workingDir": EXECUTOR_WORKDIR,
                     "securityContext": container_security(),
                     "env": [{"name": "HOME", "value": SCRATCH}, *(_dump(e) for e in pod.env)],
                     "envFrom": [_dump(e) for e in pod.env_from],
@@ -329,7 +332,16 @@ SPARK_LOCAL_DIR_VOLUME: Final = f"{pod_settings.SPARK_LOCAL_DIR_VOLUME_PREFIX}1"
 """The name Spark looks for in a template before it adds its own local-dir volume."""
 
 
-def driver_service(owner: Owner) -> Manifest:
+def driver_ports(spec: PipelineSpec) -> dict[str, int]:
+    """The driver's named ports: Spark's RPC and block manager (executors), metrics,
+    and the UI when ``spark.ui.enabled``."""
+    ports = {"driver": DRIVER_PORT, "blockmanager": BLOCK_MANAGER_PORT, "metrics": METRICS_PORT}
+    if spec.spark.ui.enabled:
+        ports["ui"] = UI_PORT
+    return ports
+
+
+def driver_service(owner: Owner, spec: PipelineSpec) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -338,11 +350,7 @@ def driver_service(owner: Owner) -> Manifest:
             "clusterIP": "None",
             "selector": naming.selector(owner.name),
             "publishNotReadyAddresses": True,
-            "ports": [
-                {"name": "driver", "port": DRIVER_PORT},
-                {"name": "blockmanager", "port": BLOCK_MANAGER_PORT},
-                {"name": "metrics", "port": METRICS_PORT},
-            ],
+            "ports": [{"name": name, "port": port} for name, port in driver_ports(spec).items()],
         },
     }
 
@@ -395,12 +403,12 @@ def supporting(
     """What must exist before a driver pod, in creation order. Only a driver that runs
     executor pods gets API rights (and executors their own ServiceAccount)."""
     if spec.spark.executors.instances == 0:
-        return [service_account(owner), driver_service(owner)]
+        return [service_account(owner), driver_service(owner, spec)]
     return [
         service_account(owner),
         executor_service_account(owner),
         role_binding(owner, cluster_role),
-        driver_service(owner),
+        driver_service(owner, spec),
     ]
 
 

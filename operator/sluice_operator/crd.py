@@ -303,6 +303,16 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "runs executor pods uses the account the operator binds for it",
             field_path=".pod.serviceAccountName",
         ),
+        Rule(
+            "!has(self.eventLog) || !has(self.eventLog.dir) || !self.eventLog.dir.startsWith('/')"
+            " || (has(self.pod) && has(self.pod.volumeMounts) && self.pod.volumeMounts.exists(m,"
+            " (!has(m.readOnly) || !m.readOnly) && (self.eventLog.dir == m.mountPath"
+            " || self.eventLog.dir.startsWith(m.mountPath.endsWith('/') ? m.mountPath"
+            " : m.mountPath + '/'))))",
+            "spark.eventLog.dir is not on a writable volume of spark.pod.volumeMounts (the root "
+            "filesystem is read-only)",
+            field_path=".eventLog.dir",
+        ),
     ),
     "spec.source.kafka.security": _KAFKA_SECURITY_RULES,
     "spec.deadLetter.kafka.security": _KAFKA_SECURITY_RULES,

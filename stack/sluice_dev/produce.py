@@ -26,14 +26,19 @@ def produce(
     factory: EventFactory | None = None,
     progress: Callable[[int], None] | None = None,
     progress_every: int = 10_000,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Produce records ``start .. start+count-1``; returns how many were delivered."""
+    """Produce records ``start .. start+count-1``, or fewer if ``stop`` is set first
+    (then ``start .. start+n-1``); returns how many were delivered."""
     factory = factory or EventFactory()
     producer, deliveries = idempotent_producer(bootstrap)
     delivered = deliveries.callback
 
     began = time.monotonic()
     for i in range(count):
+        if stop is not None and stop.is_set():
+            count = i
+            break
         if rate:
             ahead = began + i / rate - time.monotonic()
             if ahead > 0:
@@ -117,7 +122,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 class Background:
     """``count`` events at ``rate`` per second, produced in a thread: the steady stream
-    of the demo and the end-to-end tests. ``produced`` moves every 100 events."""
+    of the demo and the end-to-end tests. ``produced`` moves every 100 events;
+    ``stop`` ends the stream early (events ``0 .. produced-1`` then exist, once)."""
 
     def __init__(
         self, bootstrap: str, topic: str, count: int, rate: float, factory: EventFactory
@@ -126,6 +132,7 @@ class Background:
         self.factory = factory
         self.produced = 0
         self.error: BaseException | None = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
 
     def start(self) -> Background:
@@ -135,6 +142,9 @@ class Background:
     @property
     def running(self) -> bool:
         return self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def wait(self, timeout: float | None = None) -> int:
         """Until every event is delivered; raises if the producer failed or is late."""
@@ -158,6 +168,7 @@ class Background:
                 factory=self.factory,
                 progress=progress,
                 progress_every=100,
+                stop=self._stop,
             )
         except BaseException as err:  # raised again by wait()
             self.error = err

@@ -14,7 +14,7 @@ import pytest
 
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import Layout
-from tests.support.agents import private_agent
+from tests.support import agents as private_nodes
 from tests.support.e2e import Setup, job_images
 from tests.support.fixtures import *  # noqa: F403
 from tests.support.operator import Operators, Pipeline
@@ -40,7 +40,7 @@ def setup(
     with ExitStack() as stack:
         agents = [
             stack.enter_context(
-                private_agent(
+                private_nodes.private_agent(
                     agent_stack, core, tmp_path, labels={"sluice.dev/pool": pool}, images=images
                 )
             )

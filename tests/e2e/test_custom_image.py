@@ -2,9 +2,10 @@
 with ``sluice-dev image build`` (as its README says), and a pipeline naming that image
 and the example's entrypoint runs through the operator on the stack's node agent.
 The transform's package exists nowhere else: not in the repository's import paths,
-not in the virtualenv, only in the built image's directory. The sink then holds
-exactly the rows the example's documented rules make of the events, and the
-dead-letter topic exactly the malformed records, with their reasons.
+not in the virtualenv, only in the built image's directory. The pipeline runs
+two executor pods of that image, so the user's code runs in Spark's executors too.
+The sink then holds exactly the rows the example's documented rules make of the
+events, and the dead-letter topic exactly the malformed records, with their reasons.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import produce
 from sluice_dev.servers import nodeagent
+from sluice_operator import naming
 from tests.support import state
 from tests.support.operator import Operators, Pipeline
 from tests.support.waiting import wait_for
@@ -38,6 +40,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 EXAMPLE = REPO_ROOT / "examples" / "custom-transform"
 IMAGE = "sluice-e2e/clickscore:test"
 PARTITIONS = 4
+EXECUTORS = 2
 BAD_REASONS = (
     "malformed JSON",
     "missing field page",
@@ -64,6 +67,7 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     cassandra_contact: str,
     cassandra: Any,
     cassandra_keyspace: str,
+    driver_cluster_role: str,
     cleanup: None,
 ) -> None:
     assert importlib.util.find_spec("clickscore") is None, "the example must not be importable"
@@ -93,6 +97,12 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     produce(kafka_bootstrap, topic, count, factory=factory)
     status = pipeline.wait_phase("Running", epoch=1, timeout=180)
     assert status["image"] == IMAGE
+    executors = wait_for(
+        lambda: _running_executors(pipeline),
+        timeout=180,
+        what=f"{EXECUTORS} executor pods of {IMAGE}",
+    )
+    assert {pod.spec.containers[0].image for pod in executors} == {IMAGE}
 
     pipeline_id = f"{pipeline.namespace}/{pipeline.name}"
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
@@ -116,6 +126,13 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     history = state.history(cassandra, cassandra_keyspace, pipeline_id)
     assert {row.code_version for row in history} == {IMAGE}
     print(f"\n{len(good)} scored rows and {len(bad)} dead letters by {IMAGE} ({root})")
+
+
+def _running_executors(pipeline: Pipeline) -> list[Any] | None:
+    selector = f"{naming.LABEL_PIPELINE}={pipeline.name},{naming.LABEL_ROLE}={naming.ROLE_EXECUTOR}"
+    pods = pipeline.core.list_namespaced_pod(pipeline.namespace, label_selector=selector).items
+    running = [p for p in pods if p.status.phase == "Running"]
+    return running if len(running) == EXECUTORS else None
 
 
 def _build_image(layout: Layout) -> Path:
@@ -161,7 +178,11 @@ def _localized(
     spec["checkpoint"]["cassandra"].update(contactPoints=[contact], keyspace=keyspace)
     spec["deadLetter"] = {"kafka": {"topic": dead_letters}}
     spec["trigger"] = {"intervalSeconds": 1}
-    spec["spark"] = {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}}
+    # Two executor pods of the same image: the user's code runs in them too.
+    spec["spark"] = {
+        "driver": {"cores": 1, "memory": "768m"},
+        "executors": {"instances": EXECUTORS, "cores": 1, "memory": "512m"},
+    }
     return dict(body)
 
 

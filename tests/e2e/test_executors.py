@@ -7,8 +7,11 @@ agents run them as ``python -m sluice_job executor`` (the image's entrypoint wit
 Spark's argument), and every task of every batch runs in them. What a user checks:
 the executor pods are visible while the pipeline runs, named after the pipeline and
 the driver's epoch and owned by the driver pod; the sink holds every event once with
-no overlapping batches, also when an executor is killed mid-stream (Spark reruns its
-tasks and starts another); and deleting the pipeline removes driver and executors.
+no overlapping batches, also when an executor is killed mid-stream or its node
+crashes (Spark reruns its tasks and starts another), through a clean-stop upgrade
+(the new driver brings its own executors) and when the driver's node is partitioned
+away (the old driver's executors go with its pod); and deleting the pipeline removes
+driver and executors.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent import control
 from sluice_operator import naming
+from tests.support import state
 from tests.support.e2e import Setup, SinkReport, sink_report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 EXECUTORS = 2
+UNTIL_STOPPED = 1_000_000
+"""The events are produced at a steady rate until the test's faults are over."""
 
 
 def executor_pods(setup: Setup) -> list[Any]:
@@ -40,9 +46,12 @@ def executor_pods(setup: Setup) -> list[Any]:
     return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
-def running_executors(setup: Setup, count: int) -> list[Any] | None:
+def running_executors(setup: Setup, count: int, without: str = "") -> list[Any] | None:
+    """``count`` running executor pods, none of them named ``without``; else None."""
     pods = [p for p in executor_pods(setup) if p.status.phase == "Running"]
-    return pods if len(pods) == count else None
+    if len(pods) != count or without in {p.metadata.name for p in pods}:
+        return None
+    return pods
 
 
 def executor_pid(setup: Setup, pod: Any) -> int:
@@ -53,13 +62,31 @@ def executor_pid(setup: Setup, pod: Any) -> int:
     raise AssertionError(f"no running process for {pod.metadata.name}")
 
 
-def test_two_executor_pods_on_two_nodes_exact_through_an_executor_kill_then_deleted(
-    setup: Setup,
+def last_batch(setup: Setup) -> int:
+    rows = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
+    return max((row.batch_id for row in rows), default=-1)
+
+
+def wait_new_commit(setup: Setup, after: int) -> None:
+    wait_for(
+        lambda: last_batch(setup) > after,
+        timeout=180,
+        what=f"a batch committed after batch {after}",
+    )
+
+
+def status_node(setup: Setup, pod_name: str) -> str:
+    pod = setup.pipeline.core.read_namespaced_pod(pod_name, setup.pipeline.namespace)
+    return str(pod.spec.node_name)
+
+
+def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_crash(
+    setup: Setup, driver_cluster_role: str
 ) -> None:
-    factory, count = EventFactory(seed=71), 9_000
+    factory = EventFactory(seed=71)
     setup.operators.start()
     setup.kubectl.apply(setup.manifest("v1", executors=EXECUTORS))
-    production = setup.produce(count, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
     status = setup.pipeline.wait_phase("Running", epoch=1, timeout=240)
     setup.wait_commit_by(1, timeout=300)
 
@@ -86,11 +113,7 @@ def test_two_executor_pods_on_two_nodes_exact_through_an_executor_kill_then_dele
     victim = executors[0]
     os.kill(executor_pid(setup, victim), signal.SIGKILL)
     replacement = wait_for(
-        lambda: (
-            (pods := running_executors(setup, EXECUTORS))
-            and victim.metadata.name not in {p.metadata.name for p in pods}
-            and pods
-        ),
+        lambda: running_executors(setup, EXECUTORS, without=victim.metadata.name),
         timeout=180,
         what="Spark to replace the killed executor with a new pod",
     )
@@ -100,7 +123,31 @@ def test_two_executor_pods_on_two_nodes_exact_through_an_executor_kill_then_dele
     )
     assert production.running, "the executor was killed while events were being produced"
 
+    # The node of an executor (not the driver's) crashes: its processes die with it.
+    # Spark loses the executor mid-stream, reruns its tasks on the other one and asks
+    # for a replacement, which the scheduler places once the node is back (the other
+    # node already has one of the pipeline's executors).
+    lost_pod = next(p for p in replacement if p.spec.node_name != status_node(setup, driver_pod))
+    lost = next(a for a in setup.agents if a.node == lost_pod.spec.node_name)
+    crashed_at = last_batch(setup)
+    control.crash(setup.layout, lost.node, port=lost.port)
+    wait_new_commit(setup, crashed_at)  # on the one executor left
+    assert production.running, "the node was lost while events were being produced"
+    control.heal(setup.layout, lost.node, port=lost.port)
+    healed = wait_for(
+        lambda: running_executors(setup, EXECUTORS, without=lost_pod.metadata.name),
+        timeout=180,
+        what=f"{EXECUTORS} executors again once {lost.node} is back",
+    )
+    wait_new_commit(setup, last_batch(setup))
+    print(
+        f"{lost.node} crashed with {lost_pod.metadata.name}; after it is back: "
+        + ", ".join(p.metadata.name for p in healed)
+    )
+
+    production.stop()  # the faults are over: drain what was produced
     setup.drained(production, timeout=300)
+    count = production.produced
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     print(report)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
@@ -112,3 +159,63 @@ def test_two_executor_pods_on_two_nodes_exact_through_an_executor_kill_then_dele
         timeout=180,
         what="the driver and executor pods to go with the pipeline",
     )
+
+
+def executors_of(setup: Setup, epoch: int) -> set[str]:
+    return {
+        p.metadata.name
+        for p in executor_pods(setup)
+        if p.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
+    }
+
+
+def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
+    setup: Setup, driver_cluster_role: str
+) -> None:
+    """A clean-stop upgrade: the v1 driver's executors go with it, v2 starts its own.
+    Then the driver's node is lost: the operator replaces the driver, and the old
+    driver's executors (owned by its pod) are deleted with that pod, also the one on
+    the healthy node; the zombie driver commits nothing after the new claim."""
+    factory = EventFactory(seed=72)
+    setup.operators.start()
+    setup.kubectl.apply(setup.manifest("v1", executors=EXECUTORS))
+    production = setup.produce(UNTIL_STOPPED, factory)
+    setup.pipeline.wait_phase("Running", epoch=1, timeout=240)
+    setup.wait_commit_by(1, timeout=300)
+    wait_for(lambda: running_executors(setup, EXECUTORS), timeout=120, what="v1's executors")
+
+    setup.kubectl.apply(setup.manifest("v2", executors=EXECUTORS))
+    status = setup.pipeline.wait_phase("Running", epoch=2, timeout=240)
+    setup.wait_commit_by(2, timeout=300)
+    wait_for(
+        lambda: len(executors_of(setup, 2)) == EXECUTORS and not executors_of(setup, 1),
+        timeout=180,
+        what="v2's executors only",
+    )
+    print("\n" + setup.kubectl("get", "pods", "-n", setup.pipeline.namespace, "-o", "wide"))
+    assert production.running, "the upgrade happened while events were being produced"
+
+    driver_node = status_node(setup, status["driverPod"])
+    lost = next(a for a in setup.agents if a.node == driver_node)
+    control.partition(setup.layout, lost.node, port=lost.port)
+    setup.pipeline.wait_phase("Running", epoch=3, timeout=240)
+    assert production.running, "the driver's node was lost while events were being produced"
+    wait_for(
+        lambda: not executors_of(setup, 2),
+        timeout=180,
+        what="the fenced driver's executors to go with its pod",
+    )
+    setup.wait_commit_by(3, timeout=300)
+    print(f"{lost.node} (the driver's) partitioned: epoch 3 runs, epoch 2's executors gone")
+    control.heal(setup.layout, lost.node, port=lost.port)
+    wait_new_commit(setup, last_batch(setup))
+
+    production.stop()  # the faults are over: drain what was produced
+    setup.drained(production, timeout=300)
+    count = production.produced
+    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
+    print(report)
+    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+    by_zombie, claimed_at = setup.zombie_batches(zombie=2, successor=3)
+    assert by_zombie, "the epoch 2 driver committed before its node was lost"
+    assert max(by_zombie) <= claimed_at, "no commit by the zombie after the claim"

@@ -109,19 +109,12 @@ def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
     (code,) = wait_for(zombie_exit, timeout=180, what="the zombie driver to exit")
     assert code == 3, f"the zombie exited {code}, not 3 (fenced)"
     assert not procs.pid_alive(zombie_pid)
-    claim = next(
-        c for c in state.claims(setup.cassandra, setup.keyspace, setup.pipeline_id) if c.epoch == 2
-    )
-    zombie_batches = [
-        row.batch_id
-        for row in state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
-        if row.epoch == 1
-    ]
+    zombie_batches, claimed_at = setup.zombie_batches(zombie=1, successor=2)
     assert zombie_batches, "the first driver committed before the partition"
-    assert max(zombie_batches) <= claim.batch_id_at_claim, "no commit by the zombie after the claim"
+    assert max(zombie_batches) <= claimed_at, "no commit by the zombie after the claim"
     print(
         f"\nfailover (partition -> epoch 2 Running): {failover:.1f}s; zombie exited {code} "
-        f"after its last batch {max(zombie_batches)} (claim at batch {claim.batch_id_at_claim})"
+        f"after its last batch {max(zombie_batches)} (claim at batch {claimed_at})"
     )
 
     control.heal(setup.layout, lost.node, port=lost.port)

@@ -603,6 +603,53 @@ INVALID = {
         "spec.spark.pod.volumeMounts",
         "names a volume that spark.pod.volumes does not have",
     ),
+    "event-log-not-on-a-volume": Invalid(
+        changed("spark.eventLog", {"dir": "/var/log/spark-events"}),
+        "spec.spark.eventLog.dir",
+        "not on a writable volume of spark.pod.volumeMounts",
+    ),
+    "event-log-on-a-read-only-volume": Invalid(
+        changed(
+            "spark",
+            {
+                "eventLog": {"dir": "/events/pipeline"},
+                "pod": {
+                    "volumes": [{"name": "ev", "persistentVolumeClaim": {"claimName": "ev"}}],
+                    "volumeMounts": [{"name": "ev", "mountPath": "/events", "readOnly": True}],
+                },
+            },
+        ),
+        "spec.spark.eventLog.dir",
+        "not on a writable volume",
+    ),
+    "event-log-relative": Invalid(
+        changed("spark.eventLog", {"dir": "events"}),
+        "spec.spark.eventLog.dir",
+        "should match",
+    ),
+    "executor-affinity-operator-without-values": Invalid(
+        changed(
+            "spark.executors",
+            {
+                "instances": 2,
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {
+                                    "matchExpressions": [{"key": "a", "operator": "In"}]
+                                },
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                },
+            },
+        ),
+        "spec.spark.executors.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuring"
+        "Execution[0].labelSelector.matchExpressions[0]",
+        "In and NotIn take values",
+    ),
     "pod-mount-scratch": Invalid(
         changed(
             "spark.pod",

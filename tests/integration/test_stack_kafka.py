@@ -103,3 +103,23 @@ def test_broker_does_not_create_topics_on_demand(
     assert error is not None
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert missing not in producer.list_topics(timeout=10).topics
+
+
+def test_a_stopped_background_stream_leaves_exactly_its_first_events(
+    kafka_bootstrap: str, kafka_topic: Callable[..., str]
+) -> None:
+    """The e2e tests produce until their faults are over: the events that exist are
+    then exactly ``0 .. produced-1``, each once, which their sink checks rely on."""
+    from sluice_dev.events import EventFactory
+    from sluice_dev.produce import Background
+    from tests.support import state
+    from tests.support.waiting import wait_for
+
+    topic, factory = kafka_topic(partitions=2), EventFactory(seed=5)
+    stream = Background(kafka_bootstrap, topic, 1_000_000, 2_000.0, factory).start()
+    wait_for(lambda: stream.produced >= 500, timeout=60, what="500 events produced")
+    stream.stop()
+    produced = stream.wait(60)
+    assert 500 <= produced < 1_000_000
+    keys = sorted(record.key for record in state.read_topic(kafka_bootstrap, topic))
+    assert keys == sorted(factory.record(seq)[0] for seq in range(produced))

@@ -251,6 +251,21 @@ class Setup:
             what=f"the pipeline to commit the topic's end offsets {ends}",
         )
 
+    def zombie_batches(self, zombie: int, successor: int) -> tuple[list[int], int]:
+        """The batches committed by the driver of epoch ``zombie`` and the batch at which
+        the driver of ``successor`` claimed the pipeline: none of the former may follow."""
+        claim = next(
+            c
+            for c in state.claims(self.cassandra, self.keyspace, self.pipeline_id)
+            if c.epoch == successor
+        )
+        batches = [
+            row.batch_id
+            for row in state.history(self.cassandra, self.keyspace, self.pipeline_id)
+            if row.epoch == zombie
+        ]
+        return batches, int(claim.batch_id_at_claim)
+
     def driver_pid(self) -> tuple[Any, int]:
         (pod,) = [p for p in self.pipeline.live_pods() if p.status.phase == "Running"]
         container = pod.status.container_statuses[0]

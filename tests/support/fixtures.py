@@ -11,16 +11,18 @@ started are stopped at its end. ``tests/integration/conftest.py`` and
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sluice_dev import registry
 from sluice_dev import stack as local_stack
-from sluice_dev.paths import Layout
+from sluice_dev.paths import REPO_ROOT, Layout
 
 
 class StackServers:
@@ -429,3 +431,35 @@ def driver(
     harness = Driver(tmp_path, unique_name("p")[:50], spark_jars=spark_jars)
     yield harness
     harness.stop_all()
+
+
+@pytest.fixture(scope="session")
+def driver_cluster_role(kube_stack: Layout, helm_binary: Path) -> str:
+    """The chart's driver ClusterRole, as ``helm install sluice`` creates it (what a
+    driver with executor pods is bound to): rendered by helm, applied as the admin."""
+    from kubernetes import config
+    from kubernetes.client import RbacAuthorizationV1Api
+    from kubernetes.client.exceptions import ApiException
+
+    from sluice_operator.builders import DRIVER_CLUSTER_ROLE
+
+    rendered = subprocess.run(
+        [str(helm_binary), "template", "sluice", str(REPO_ROOT / "charts" / "sluice")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    [role] = [
+        doc
+        for doc in yaml.safe_load_all(rendered)
+        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == DRIVER_CLUSTER_ROLE
+    ]
+    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
+    rbac = RbacAuthorizationV1Api(client)
+    try:
+        rbac.create_cluster_role(role)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        rbac.replace_cluster_role(DRIVER_CLUSTER_ROLE, role)
+    return DRIVER_CLUSTER_ROLE

@@ -52,6 +52,7 @@ def test_executor_template_is_restricted_and_carries_the_pod_settings() -> None:
     pod_spec = template["spec"]
     [container] = pod_spec["containers"]
     assert container["name"] == "executor"  # spark.kubernetes.executor.podTemplateContainerName
+    assert container["workingDir"] == "/tmp/work"  # jars are fetched there
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -137,6 +138,7 @@ def test_driver_in_client_mode_creates_no_configmap_and_no_volume_claim() -> Non
     conf = builders.spark_kubernetes_conf(OWNER, spec(), 2)
     assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
     assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
+    assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
     assert conf["spark.kubernetes.namespace"] == "team-a"
     assert conf["spark.kubernetes.container.image"] == "registry.example.com/team-a/orders:1"
     chart = (Path(__file__).parents[2] / "charts/sluice/templates/_helpers.tpl").read_text()

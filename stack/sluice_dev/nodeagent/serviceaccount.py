@@ -85,7 +85,7 @@ def mount(
         "token": token,
         "ca.crt": server.ca_file.read_text(),
         "namespace": namespace,
-        "kubeconfig": kubeconfig(server.url, directory, namespace),
+        "kubeconfig": kubeconfig(server.url, directory, namespace, token),
     }
     for name, text in files.items():
         path = directory / name
@@ -123,7 +123,10 @@ def request_token(
     return str(issued.status.token)
 
 
-def kubeconfig(url: str, directory: Path, namespace: str) -> str:
+def kubeconfig(url: str, directory: Path, namespace: str, token: str) -> str:
+    """The token is written inline, not as ``tokenFile``: Spark's Kubernetes client
+    (fabric8) reads a kubeconfig's ``token`` and ignores ``tokenFile``, and the token
+    is not rotated while the process runs anyway."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -133,7 +136,7 @@ def kubeconfig(url: str, directory: Path, namespace: str) -> str:
                 "cluster": {"server": url, "certificate-authority": str(directory / "ca.crt")},
             }
         ],
-        "users": [{"name": "service-account", "user": {"tokenFile": str(directory / "token")}}],
+        "users": [{"name": "service-account", "user": {"token": token}}],
         "contexts": [
             {
                 "name": "in-cluster",
