@@ -24,6 +24,7 @@ import pytest
 
 from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent import control
+from sluice_dev.produce import Background
 from sluice_operator import naming
 from tests.support import state
 from tests.support.e2e import Setup, SinkReport, sink_report
@@ -60,6 +61,16 @@ def executor_pid(setup: Setup, pod: Any) -> int:
             if process["pod"] == pod.metadata.name and process["exit_code"] is None:
                 return int(process["pid"])
     raise AssertionError(f"no running process for {pod.metadata.name}")
+
+
+def assert_exact(setup: Setup, production: Background, factory: EventFactory) -> None:
+    """The faults are over: stop producing, drain, and every event is in the sink once."""
+    production.stop()
+    setup.drained(production, timeout=300)
+    count = production.produced
+    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
+    print(report)
+    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
 
 
 def last_batch(setup: Setup) -> int:
@@ -145,12 +156,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
         + ", ".join(p.metadata.name for p in healed)
     )
 
-    production.stop()  # the faults are over: drain what was produced
-    setup.drained(production, timeout=300)
-    count = production.produced
-    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
-    print(report)
-    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+    assert_exact(setup, production, factory)
     assert setup.pipeline.status()["restarts"] == 0, "an executor's loss is not a driver restart"
 
     setup.pipeline.delete()
@@ -210,12 +216,7 @@ def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
     control.heal(setup.layout, lost.node, port=lost.port)
     wait_new_commit(setup, last_batch(setup))
 
-    production.stop()  # the faults are over: drain what was produced
-    setup.drained(production, timeout=300)
-    count = production.produced
-    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
-    print(report)
-    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
+    assert_exact(setup, production, factory)
     by_zombie, claimed_at = setup.zombie_batches(zombie=2, successor=3)
     assert by_zombie, "the epoch 2 driver committed before its node was lost"
     assert max(by_zombie) <= claimed_at, "no commit by the zombie after the claim"

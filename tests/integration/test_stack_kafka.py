@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer
+
+from tests.support import state
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ def test_record_round_trips_through_the_broker(
 ) -> None:
     topic = kafka_topic(partitions=3)
     produce_two(kafka_bootstrap, topic)
-    received = consume(kafka_bootstrap, topic, 2)
+    received = state.consume({"bootstrap.servers": kafka_bootstrap}, topic, 2)
     assert [(m.topic(), m.partition(), m.offset(), m.key(), m.value()) for m in received] == [
         (topic, 2, 0, b"page-1", b"first"),
         (topic, 2, 1, b"page-1", b"second"),
@@ -46,7 +47,7 @@ def test_a_restarted_broker_keeps_its_records(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kafka back in" in done.stdout
-    received = consume(kafka_bootstrap, topic, 2)
+    received = state.consume({"bootstrap.servers": kafka_bootstrap}, topic, 2)
     assert [(m.partition(), m.offset(), m.value()) for m in received] == [
         (2, 0, b"first"),
         (2, 1, b"second"),
@@ -65,30 +66,6 @@ def produce_two(kafka_bootstrap: str, topic: str) -> None:
         producer.produce(topic, key=b"page-1", value=value, partition=2, on_delivery=on_delivery)
     assert producer.flush(DEADLINE_SECONDS) == 0, "records still queued after the deadline"
     assert [(m.partition(), m.offset()) for m in delivered] == [(2, 0), (2, 1)]
-
-
-def consume(kafka_bootstrap: str, topic: str, count: int) -> list[Message]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "group.id": f"{topic}-reader",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    received: list[Message] = []
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    try:
-        while len(received) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            received.append(msg)
-    finally:
-        consumer.close()
-    return received
 
 
 def test_broker_does_not_create_topics_on_demand(
@@ -112,7 +89,6 @@ def test_a_stopped_background_stream_leaves_exactly_its_first_events(
     then exactly ``0 .. produced-1``, each once, which their sink checks rely on."""
     from sluice_dev.events import EventFactory
     from sluice_dev.produce import Background
-    from tests.support import state
     from tests.support.waiting import wait_for
 
     topic, factory = kafka_topic(partitions=2), EventFactory(seed=5)

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import KafkaError, Message, Producer
 
+from tests.support import state
 from tests.support.secure import KafkaSecure
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ def test_scram_sha_512_user_with_awkward_password_produces_and_consumes(
 
     produce(config, topic, [b"first", b"second"])
 
-    assert [m.value() for m in consume(config, topic, 2)] == [b"first", b"second"]
+    assert [m.value() for m in state.consume(config, topic, 2)] == [b"first", b"second"]
 
 
 def test_scram_sha_256_and_plain_users_are_accepted(
@@ -47,7 +48,7 @@ def test_scram_sha_256_and_plain_users_are_accepted(
     )
     produce(plain, topic, [b"b"])
 
-    assert [m.value() for m in consume(plain, topic, 2)] == [b"a", b"b"]
+    assert [m.value() for m in state.consume(plain, topic, 2)] == [b"a", b"b"]
 
 
 def test_wrong_password_is_an_authentication_error(kafka_secure: KafkaSecure) -> None:
@@ -69,7 +70,7 @@ def test_ssl_listener_takes_a_client_certificate(
 
     produce(config, topic, [b"mtls"])
 
-    assert [m.value() for m in consume(config, topic, 1)] == [b"mtls"]
+    assert [m.value() for m in state.consume(config, topic, 1)] == [b"mtls"]
 
 
 def test_ssl_listener_refuses_a_client_without_certificate(kafka_secure: KafkaSecure) -> None:
@@ -92,30 +93,6 @@ def produce(config: dict[str, Any], topic: str, values: list[bytes]) -> None:
         producer.produce(topic, value=value, on_delivery=on_delivery)
     assert producer.flush(DEADLINE_SECONDS) == 0, "records still queued after the deadline"
     assert failures == []
-
-
-def consume(config: dict[str, Any], topic: str, count: int) -> list[Message]:
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"{topic}-reader-{uuid.uuid4().hex[:6]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    received: list[Message] = []
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    try:
-        while len(received) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            received.append(msg)
-    finally:
-        consumer.close()
-    return received
 
 
 def first_client_error(config: dict[str, Any]) -> KafkaError:

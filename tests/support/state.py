@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from cassandra import InvalidRequest
 from cassandra.protocol import ServerError
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -124,3 +125,31 @@ def tagged_cells(session: Any, keyspace: str) -> dict[str, tuple[str, int]]:
     """Each row of the tagged events table: its tag and that cell's write time."""
     rows = session.execute(f"SELECT event_id, tag, WRITETIME(tag) AS w FROM {keyspace}.events")
     return {row.event_id: (row.tag, int(row.w)) for row in rows}
+
+
+def consume(
+    config: dict[str, Any], topic: str, count: int, *, timeout: float = 30
+) -> list[Message]:
+    """The first ``count`` records of ``topic`` read through a new consumer group with
+    the client ``config`` (bootstrap, security), as a user's consumer reads them."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"{topic}-reader-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    received: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(received) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            received.append(msg)
+    finally:
+        consumer.close()
+    return received
