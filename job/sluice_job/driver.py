@@ -10,10 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 
 from cassandra.cluster import NoHostAvailable
 
@@ -131,7 +129,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         env,
         f"sluice-{cfg.namespace}-{cfg.pipeline}",
         env.get("PYSPARK_PYTHON", sys.executable),
-    ) | spark.executor_template(env, Path(tempfile.mkdtemp(prefix="sluice-spark-")))
+    ) | spark.executor_template(env)
     spark_session = spark.session(session_conf)
     ui = spark_session.sparkContext.uiWebUrl
     if ui:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -117,13 +118,14 @@ TEMPLATE_FILE_KEY = "spark.kubernetes.executor.podTemplateFile"
 TEMPLATE_FILE = "executor-pod-template.json"
 
 
-def executor_template(env: Mapping[str, str], directory: Path) -> dict[str, str]:
-    """Write the operator's executor pod template into ``directory`` (JSON is YAML, as
-    Spark's loader reads it) and return the setting naming it; none without one."""
+def executor_template(env: Mapping[str, str], directory: Path | None = None) -> dict[str, str]:
+    """Write the operator's executor pod template into ``directory`` (a new private
+    temporary directory by default; JSON is YAML, as Spark's loader reads it) and return
+    the setting naming it; nothing, and no directory, without a template."""
     template = env.get(names.EXECUTOR_POD_TEMPLATE)
     if not template:
         return {}
-    path = directory / TEMPLATE_FILE
+    path = (directory or Path(tempfile.mkdtemp(prefix="sluice-spark-"))) / TEMPLATE_FILE
     path.write_text(template)
     return {TEMPLATE_FILE_KEY: str(path)}
 

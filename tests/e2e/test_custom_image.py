@@ -30,7 +30,6 @@ from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import produce
 from sluice_dev.servers import nodeagent
-from sluice_operator import naming
 from tests.support import state
 from tests.support.operator import Operators, Pipeline
 from tests.support.waiting import wait_for
@@ -98,7 +97,7 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     status = pipeline.wait_phase("Running", epoch=1, timeout=180)
     assert status["image"] == IMAGE
     executors = wait_for(
-        lambda: _running_executors(pipeline),
+        lambda: pipeline.running_executors(EXECUTORS),
         timeout=180,
         what=f"{EXECUTORS} executor pods of {IMAGE}",
     )
@@ -126,13 +125,6 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     history = state.history(cassandra, cassandra_keyspace, pipeline_id)
     assert {row.code_version for row in history} == {IMAGE}
     print(f"\n{len(good)} scored rows and {len(bad)} dead letters by {IMAGE} ({root})")
-
-
-def _running_executors(pipeline: Pipeline) -> list[Any] | None:
-    selector = f"{naming.LABEL_PIPELINE}={pipeline.name},{naming.LABEL_ROLE}={naming.ROLE_EXECUTOR}"
-    pods = pipeline.core.list_namespaced_pod(pipeline.namespace, label_selector=selector).items
-    running = [p for p in pods if p.status.phase == "Running"]
-    return running if len(running) == EXECUTORS else None
 
 
 def _build_image(layout: Layout) -> Path:

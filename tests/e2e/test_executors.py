@@ -37,24 +37,6 @@ UNTIL_STOPPED = 1_000_000
 """The events are produced at a steady rate until the test's faults are over."""
 
 
-def executor_pods(setup: Setup) -> list[Any]:
-    selector = (
-        f"{naming.LABEL_PIPELINE}={setup.pipeline.name},{naming.LABEL_ROLE}={naming.ROLE_EXECUTOR}"
-    )
-    pods = setup.pipeline.core.list_namespaced_pod(
-        setup.pipeline.namespace, label_selector=selector
-    ).items
-    return [p for p in pods if p.metadata.deletion_timestamp is None]
-
-
-def running_executors(setup: Setup, count: int, without: str = "") -> list[Any] | None:
-    """``count`` running executor pods, none of them named ``without``; else None."""
-    pods = [p for p in executor_pods(setup) if p.status.phase == "Running"]
-    if len(pods) != count or without in {p.metadata.name for p in pods}:
-        return None
-    return pods
-
-
 def executor_pid(setup: Setup, pod: Any) -> int:
     for agent in setup.agents:
         for process in control.processes(setup.layout, port=agent.port):
@@ -102,7 +84,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
     setup.wait_commit_by(1, timeout=300)
 
     executors = wait_for(
-        lambda: running_executors(setup, EXECUTORS),
+        lambda: setup.pipeline.running_executors(EXECUTORS),
         timeout=120,
         what=f"{EXECUTORS} running executor pods",
     )
@@ -124,7 +106,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
     victim = executors[0]
     os.kill(executor_pid(setup, victim), signal.SIGKILL)
     replacement = wait_for(
-        lambda: running_executors(setup, EXECUTORS, without=victim.metadata.name),
+        lambda: setup.pipeline.running_executors(EXECUTORS, without=victim.metadata.name),
         timeout=180,
         what="Spark to replace the killed executor with a new pod",
     )
@@ -146,7 +128,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
     assert production.running, "the node was lost while events were being produced"
     control.heal(setup.layout, lost.node, port=lost.port)
     healed = wait_for(
-        lambda: running_executors(setup, EXECUTORS, without=lost_pod.metadata.name),
+        lambda: setup.pipeline.running_executors(EXECUTORS, without=lost_pod.metadata.name),
         timeout=180,
         what=f"{EXECUTORS} executors again once {lost.node} is back",
     )
@@ -161,7 +143,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
 
     setup.pipeline.delete()
     wait_for(
-        lambda: not setup.pipeline.live_pods() and not executor_pods(setup),
+        lambda: not setup.pipeline.live_pods() and not setup.pipeline.executor_pods(),
         timeout=180,
         what="the driver and executor pods to go with the pipeline",
     )
@@ -170,7 +152,7 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
 def executors_of(setup: Setup, epoch: int) -> set[str]:
     return {
         p.metadata.name
-        for p in executor_pods(setup)
+        for p in setup.pipeline.executor_pods()
         if p.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
     }
 
@@ -188,7 +170,9 @@ def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
     production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=240)
     setup.wait_commit_by(1, timeout=300)
-    wait_for(lambda: running_executors(setup, EXECUTORS), timeout=120, what="v1's executors")
+    wait_for(
+        lambda: setup.pipeline.running_executors(EXECUTORS), timeout=120, what="v1's executors"
+    )
 
     setup.kubectl.apply(setup.manifest("v2", executors=EXECUTORS))
     status = setup.pipeline.wait_phase("Running", epoch=2, timeout=240)

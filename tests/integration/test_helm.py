@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import kube, nodeagent
 from sluice_operator import crd, naming
-from tests.support.agents import free_port
+from tests.support.agents import free_port, wait_default_service_account
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for
 
@@ -173,14 +173,7 @@ def test_a_node_agent_pod_acts_as_its_service_account(
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
         },
     )
-    wait_for(
-        lambda: any(
-            a.metadata.name == "default"
-            for a in core.list_namespaced_service_account(namespace).items
-        ),
-        timeout=30,
-        what="the default ServiceAccount",
-    )
+    wait_default_service_account(core, namespace)
     script = (
         "import json; from kubernetes import client, config; config.load_kube_config();"
         f"api = client.CoreV1Api(); ns = {namespace!r}\n"

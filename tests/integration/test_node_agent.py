@@ -29,7 +29,7 @@ from sluice_dev import procs
 from sluice_dev.nodeagent import control, podnet, status
 from sluice_dev.paths import Layout
 from sluice_dev.servers import nodeagent
-from tests.support.agents import PrivateAgent, node_ready
+from tests.support.agents import PrivateAgent, node_ready, wait_default_service_account
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -338,14 +338,7 @@ def test_a_container_reaches_the_api_server_through_the_kubernetes_service_varia
 ) -> None:
     """What a Spark driver does with ``k8s://https://$(KUBERNETES_SERVICE_HOST):
     $(KUBERNETES_SERVICE_PORT)``: call the API server, trusting the pod's CA and token."""
-    wait_for(
-        lambda: any(
-            a.metadata.name == "default"
-            for a in core.list_namespaced_service_account(namespace).items
-        ),
-        timeout=30,
-        what="the default ServiceAccount",
-    )
+    wait_default_service_account(core, namespace)
     script = """
         import json, os, ssl, sys, urllib.request
         secrets = os.path.dirname(os.environ["KUBECONFIG"])

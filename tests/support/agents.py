@@ -108,3 +108,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_default_service_account(core: CoreV1Api, namespace: str) -> None:
+    """Until the ServiceAccount controller has made ``default`` in ``namespace`` (a pod
+    that mounts its token cannot be admitted before)."""
+    wait_for(
+        lambda: any(
+            a.metadata.name == "default"
+            for a in core.list_namespaced_service_account(namespace).items
+        ),
+        timeout=30,
+        what="the default ServiceAccount",
+    )

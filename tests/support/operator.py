@@ -133,6 +133,19 @@ class Pipeline:
         found = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
         return sorted(found.items, key=lambda p: int(p.metadata.labels[naming.LABEL_EPOCH]))
 
+    def executor_pods(self) -> list[Any]:
+        """The pipeline's executor pods (Spark's, any epoch) not being deleted."""
+        selector = f"{naming.LABEL_PIPELINE}={self.name},{naming.LABEL_ROLE}={naming.ROLE_EXECUTOR}"
+        found = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
+        return [p for p in found.items if p.metadata.deletion_timestamp is None]
+
+    def running_executors(self, count: int, without: str = "") -> list[Any] | None:
+        """``count`` running executor pods, none of them named ``without``; else None."""
+        pods = [p for p in self.executor_pods() if p.status.phase == "Running"]
+        if len(pods) != count or without in {p.metadata.name for p in pods}:
+            return None
+        return pods
+
     def live_pods(self) -> list[Any]:
         return [
             p
