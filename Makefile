@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench bench-operator clean
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench bench-executors bench-operator clean
 
 all: test
 
@@ -83,9 +83,18 @@ soak: provision
 # Three whole runs by default (BENCH_RUNS / --runs; --smoke: one), their medians in
 # bench/results/<stamp>-summary.{json,md,png}. Options as flags, e.g.
 # `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
+# Then the executors run (bench-executors).
 bench: provision
 	$(BIN)/sluice-dev up kafka cassandra
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
+
+# Sluice with two executor pods beside local mode, both under the operator on the local
+# control plane: exactness, start-up, backlog drain and the per-batch scheduling
+# overhead, medians of three runs (--smoke or BENCH_SMOKE=1: one short run) in
+# bench/results/<stamp>-executors.{json,md}.
+bench-executors: provision
+	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
 
 # One operator, 100 pipelines with the stand-in driver on the local control plane.
 bench-operator: provision

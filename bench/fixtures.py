@@ -63,10 +63,10 @@ class Names:
         return f"bench-{self.run}-{role}"
 
 
-def ensure_stack(layout: Layout, say: Say) -> str:
-    """Kafka and Cassandra healthy (started if down, never stopped); the Spark jars
-    provisioned. Returns the jars as ``spark.jars`` wants them."""
-    wanted = local_stack.with_requirements(SERVERS)
+def ensure_stack(layout: Layout, say: Say, servers: Sequence[str] = SERVERS) -> str:
+    """Kafka and Cassandra (or ``servers``) healthy (started if down, never stopped);
+    the Spark jars provisioned. Returns the jars as ``spark.jars`` wants them."""
+    wanted = local_stack.with_requirements(servers)
     down = [s.name for s in wanted if not local_stack.health(s, layout).healthy]
     if down:
         say(f"starting {', '.join(down)} (left running afterwards)")

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import sys
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,18 +27,15 @@ from typing import Any, Final
 
 import yaml
 
-from sluice_dev import ports, procs, stack
+from sluice_dev import localcluster, ports, stack
 from sluice_dev.events import EventFactory, normalised_page
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent import control
-from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import Background, ensure_topic
-from sluice_dev.servers import kube, nodeagent
+from sluice_dev.servers import kube
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
-from sluice_dev.servers.spark import NAME as SPARK_JARS
-from sluice_dev.servers.spark import spark_jars
 
 NAMESPACE: Final = "sluice-demo"
 PIPELINE: Final = "page-kpis"
@@ -93,13 +87,12 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     kubectl = Kubectl(layout)
 
     say("2/8 installing the CRD and starting the operator")
-    kubectl("apply", "-f", str(REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
-    kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    start_operator(layout)
+    localcluster.operator_for(
+        layout, kubectl, namespace=NAMESPACE, name=OPERATOR, port=OPERATOR_PORT, say=say
+    )
 
     say("3/8 job images sluice-demo/job:v1 and :v2 on the node agent")
-    _register_images(layout)
+    localcluster.register_job_images(layout, IMAGE, ("v1", "v2"))
     if _pipeline(kubectl) is not None:
         say("    deleting the previous demo pipeline (its driver stops cleanly)")
         kubectl("delete", "streamingpipeline", PIPELINE, "-n", NAMESPACE, "--timeout=180s")
@@ -251,39 +244,6 @@ def driver_metrics_url(pod: Mapping[str, Any]) -> str:
 # -- the pieces the demo runs ----------------------------------------------------------
 
 
-def start_operator(layout: Layout) -> None:
-    pid = procs.read_pid(layout.pidfile(OPERATOR))
-    if pid is not None and procs.pid_alive(pid):
-        say(f"    operator already running (pid {pid})")
-        return
-    argv = [
-        sys.executable,
-        "-m",
-        "sluice_operator",
-        f"--namespace={NAMESPACE}",
-        f"--lease-namespace={NAMESPACE}",
-        "--http-host=127.0.0.1",
-        f"--http-port={OPERATOR_PORT}",
-        "--no-leader-election",
-    ]
-    env = {**os.environ, "KUBECONFIG": str(layout.kubeconfig), **procs.marker_env(layout.stack)}
-    pid = procs.spawn(
-        argv, log=layout.log(OPERATOR), pidfile=layout.pidfile(OPERATOR), env=env, cwd=REPO_ROOT
-    )
-    _wait(lambda: _http_ok(f"http://127.0.0.1:{OPERATOR_PORT}/healthz"), "the operator", 60)
-    say(f"    operator pid {pid}, log {layout.log(OPERATOR)}")
-
-
-def _register_images(layout: Layout) -> None:
-    stack.provision(layout, [SPARK_JARS], say=lambda _line: None)
-    jars = ",".join(str(j) for j in spark_jars(layout))
-    for version in ("v1", "v2"):
-        root = layout.stack / "demo" / "images" / version
-        root.mkdir(parents=True, exist_ok=True)
-        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jars}\n")
-        nodeagent.register_image(layout, f"{IMAGE}:{version}", root)
-
-
 class Cassandra:
     def __init__(self) -> None:
         from cassandra.cluster import Cluster
@@ -382,19 +342,3 @@ def _end_offsets(topic: str) -> dict[int, int]:
 
 def _strip_comments(cql: str) -> str:
     return "\n".join(line for line in cql.splitlines() if not line.strip().startswith("--"))
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
-
-
-def _wait(check: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise stack.StackError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.3)

@@ -20,9 +20,9 @@ from typing import Any, Final
 
 import yaml
 
-from sluice_dev import demo, stack
+from sluice_dev import demo, localcluster, stack
 from sluice_dev.kubectl import Kubectl
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.produce import ensure_topic
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
@@ -69,10 +69,14 @@ def apply(layout: Layout, path: Path, cql: Path | None, say: Callable[[str], Non
     say("starting the local stack (what is not running yet)")
     stack.up(layout, say=lambda line: say(f"    {line}"))
     kubectl = Kubectl(layout)
-    kubectl("apply", "-f", str(REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
-    kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": demo.NAMESPACE}})
-    demo.start_operator(layout)
+    localcluster.operator_for(
+        layout,
+        kubectl,
+        namespace=demo.NAMESPACE,
+        name=demo.OPERATOR,
+        port=demo.OPERATOR_PORT,
+        say=lambda line: say(f"    {line}"),
+    )
     sources, dead_letter = topics(body["spec"])
     for topic in sources:
         ensure_topic(BOOTSTRAP, topic, SOURCE_PARTITIONS)

@@ -12,45 +12,28 @@ import json
 import os
 import signal
 import socket
-import sys
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sluice_dev import procs, registry, stack
+from sluice_dev import localcluster, procs, registry
 from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.nodeagent import control
-from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.servers import nodeagent
-from sluice_dev.servers.spark import NAME as SPARK_JARS
-from sluice_dev.servers.spark import spark_jars
 from sluice_dev.soak.manifest import Target
 
 IMAGE: Final = "sluice-soak/job"
 VERSIONS: Final = ("v1", "v2")
-CRD: Final = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
 
 
 def install_crd(kubectl: Kubectl) -> None:
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
+    localcluster.install_crd(kubectl)
 
 
 def register_images(layout: Layout) -> list[str]:
-    """``sluice-soak/job:v1`` and ``:v2``, as ``make demo`` registers its images: no
-    code root of their own (the driver's code is installed), Spark's Kafka jars."""
-    stack.provision(layout, [SPARK_JARS], say=lambda _line: None)
-    jars = ",".join(str(j) for j in spark_jars(layout))
-    images = []
-    for version in VERSIONS:
-        root = layout.stack / "soak" / "images" / version
-        root.mkdir(parents=True, exist_ok=True)
-        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jars}\n")
-        nodeagent.register_image(layout, f"{IMAGE}:{version}", root)
-        images.append(f"{IMAGE}:{version}")
-    return images
+    """``sluice-soak/job:v1`` and ``:v2``, as ``make demo`` registers its images."""
+    return localcluster.register_job_images(layout, IMAGE, VERSIONS)
 
 
 @dataclass
@@ -62,32 +45,11 @@ class Operator:
     name: str = "soak-operator"
     port: int = 0
 
-    def start(self, wait: Callable[[Callable[[], object], str, float], object]) -> int:
+    def start(self) -> int:
         self.port = self.port or _free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "sluice_operator",
-            f"--namespace={self.namespace}",
-            f"--lease-namespace={self.namespace}",
-            "--http-host=127.0.0.1",
-            f"--http-port={self.port}",
-            "--no-leader-election",
-        ]
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.layout.kubeconfig),
-            **procs.marker_env(self.layout.stack),
-        }
-        pid = procs.spawn(
-            argv,
-            log=self.layout.log(self.name),
-            pidfile=self.layout.pidfile(self.name),
-            env=env,
-            cwd=REPO_ROOT,
+        return localcluster.start_operator(
+            self.layout, namespace=self.namespace, name=self.name, port=self.port
         )
-        wait(self.healthy, f"the operator's /healthz on port {self.port}", 120)
-        return pid
 
     def healthy(self) -> bool:
         try:

@@ -89,7 +89,7 @@ class Chaos:
     def _kill_operator(self) -> tuple[str, None]:
         pid = self.operator.pid()
         self.operator.kill()
-        self.operator.start(self.wait)
+        self.operator.start()
         return f"pid {pid}, back as {self.operator.pid()}", None
 
     def _restart(self, server: str, down: float) -> tuple[str, None]:

@@ -93,7 +93,7 @@ class Soak:
         pipeline = cluster.Pipeline(kubectl, self.target)
         store = Store(self.target.contact, self.target.keyspace, self.target.pipeline_id)
         try:
-            operator.start(self._wait)
+            operator.start()
             images = tuple(cluster.register_images(self.layout))
             return self._soak(kubectl, operator, pipeline, store, images)
         finally:
