@@ -12,6 +12,7 @@ from sluice_dev import cli, ports, registry, versions
 from sluice_dev.events import EventFactory
 from sluice_dev.paths import Layout
 from sluice_dev.pubsub import publish, remote
+from sluice_dev.pubsub.throughput import Measured
 from sluice_dev.servers import pubsub
 
 pytestmark = pytest.mark.unit
@@ -63,3 +64,9 @@ def test_pubsub_options_without_pubsub_are_refused(capsys: pytest.CaptureFixture
     argv = ["produce", "--topic", "t", "--count", "1", "--subscription", "s"]
     assert cli.main(argv) == 2
     assert "need --pubsub" in capsys.readouterr().err
+
+
+def test_a_throughput_line_gives_count_time_and_rate() -> None:
+    line = Measured("unary pull (1000) + ack", 10_000, 2.0).line()
+    assert "10,000 messages in   2.00s" in line
+    assert line.endswith("5,000/s")
