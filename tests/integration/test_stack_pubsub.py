@@ -231,8 +231,8 @@ def test_unavailable_refuses_every_call_of_the_project_until_switched_off(
 
     pubsub.faults(unavailable=False)
     pubsub.publish(topic, b"after")
-    # The client reopens a stream at most 5 times in 10 s (api_core's bidi throttle),
-    # and spent those on the refusals: it resumes about 10 s after the cut.
+    # The client reopens a stream at most 5 times in 10 s (api_core's bidi throttle);
+    # if it spent those on the refusals, it resumes up to 10 s after the cut.
     wait_for(lambda: len(stream.ids()) == 2, timeout=60, what="the stream to resume")
     assert sorted(m.data for m in stream.messages) == [b"after", b"before"]
 

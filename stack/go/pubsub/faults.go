@@ -110,7 +110,7 @@ func requestProject(req any) string {
 	}
 	reflected := message.ProtoReflect()
 	fields := reflected.Descriptor().Fields()
-	for _, name := range []protoreflect.Name{"subscription", "topic", "project", "name", "snapshot"} {
+	for _, name := range []protoreflect.Name{"subscription", "topic", "project", "name", "snapshot", "parent"} {
 		field := fields.ByName(name)
 		if field != nil && field.Kind() == protoreflect.StringKind && !field.IsList() {
 			if p := projectOf(reflected.Get(field).String()); p != "" {
