@@ -3,9 +3,10 @@
 //
 // pstest builds its own grpc.Server and takes no server options, so its
 // Publisher, Subscriber and SchemaService implementation (Server.GServer) is
-// served here on a grpc.Server of ours whose interceptors apply the switches
-// (faults.go). pstest still opens a listener of its own on an ephemeral loopback
-// port; nothing uses it. The switches are flipped over HTTP (control.go).
+// served here on a grpc.Server of ours whose interceptors (intercept.go) apply
+// the switches (faults.go). pstest still opens a listener of its own on an
+// ephemeral loopback port; nothing uses it. The switches are flipped over HTTP
+// (control.go).
 //
 //	pubsub-server -port 18085 -control-port 18086
 package main
