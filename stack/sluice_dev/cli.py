@@ -11,6 +11,7 @@ sluice-dev env                       `export` lines for clients of the stack
 sluice-dev logs SERVER [-n N] [-f]   a server's log
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
+sluice-dev produce --pubsub --topic T [--subscription S] --count N   the same, to Pub/Sub
 sluice-dev image build DIR --tag NAME:TAG   a derived job image for the node agent
 sluice-dev pipeline apply FILE [--cql FILE]   a pipeline manifest run on the local stack
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
@@ -105,6 +106,24 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--bad-every", type=int, default=0, help="every n-th event malformed")
     cmd.add_argument("--partitions", type=int, default=4, help="partitions if the topic is created")
     cmd.add_argument("--bootstrap", default=None, help="Kafka (default: the stack's)")
+    cmd.add_argument(
+        "--pubsub",
+        action="store_true",
+        help="publish to a Pub/Sub topic (created if missing) instead of Kafka",
+    )
+    cmd.add_argument(
+        "--project",
+        default=None,
+        help="Pub/Sub project (default: $PUBSUB_PROJECT_ID or the stack's)",
+    )
+    cmd.add_argument(
+        "--subscription", default=None, help="Pub/Sub: also create this subscription to the topic"
+    )
+    cmd.add_argument(
+        "--pubsub-host",
+        default=None,
+        help="Pub/Sub server host:port (default: $PUBSUB_EMULATOR_HOST or the stack's)",
+    )
     cmd.set_defaults(run=_produce)
 
     cmd = sub.add_parser("image", help="images the node agent runs")
@@ -218,7 +237,15 @@ def _node(layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
-def _produce(_layout: Layout, args: argparse.Namespace) -> int:
+def _produce(layout: Layout, args: argparse.Namespace) -> int:
+    if args.pubsub:
+        return _publish(layout, args)
+    if args.subscription or args.project or args.pubsub_host:
+        print(
+            "sluice-dev produce: --project, --subscription and --pubsub-host need --pubsub",
+            file=sys.stderr,
+        )
+        return 2
     from sluice_dev.events import EventFactory
     from sluice_dev.produce import ensure_topic, produce
     from sluice_dev.servers.kafka import BOOTSTRAP
@@ -241,6 +268,51 @@ def _produce(_layout: Layout, args: argparse.Namespace) -> int:
     print(
         f"produced {count:,} events (seq {args.start}..{last}) to {args.topic} "
         f"in {time.monotonic() - began:.1f}s"
+    )
+    return 0
+
+
+def _publish(_layout: Layout, args: argparse.Namespace) -> int:
+    import os
+
+    from sluice_dev import probes
+    from sluice_dev.events import EventFactory
+    from sluice_dev.pubsub import publish
+    from sluice_dev.servers import pubsub
+
+    host = args.pubsub_host or os.environ.get("PUBSUB_EMULATOR_HOST") or pubsub.HOST
+    project = args.project or os.environ.get("PUBSUB_PROJECT_ID") or pubsub.PROJECT
+    address, _, port = host.rpartition(":")
+    unreachable = probes.tcp_open(address, int(port)) if port.isdigit() else "not host:port"
+    if unreachable:
+        print(
+            f"sluice-dev produce: no Pub/Sub server at {host} ({unreachable}); "
+            "start the stack's with `sluice-dev up pubsub`",
+            file=sys.stderr,
+        )
+        return 1
+    if publish.ensure_topic(host, project, args.topic):
+        print(f"created topic {publish.topic_path(project, args.topic)}")
+    if args.subscription and publish.ensure_subscription(
+        host, project, args.topic, args.subscription
+    ):
+        print(f"created subscription {publish.subscription_path(project, args.subscription)}")
+    factory = EventFactory(seed=args.seed, bad_every=args.bad_every)
+    began = time.monotonic()
+    count = publish.publish(
+        host,
+        project,
+        args.topic,
+        args.count,
+        start=args.start,
+        rate=args.rate or None,
+        factory=factory,
+        progress=lambda n: print(f"  {n:,} published", flush=True),
+    )
+    last = args.start + count - 1
+    print(
+        f"published {count:,} events (seq {args.start}..{last}) to "
+        f"{publish.topic_path(project, args.topic)} at {host} in {time.monotonic() - began:.1f}s"
     )
     return 0
 

@@ -11,6 +11,7 @@ from sluice_dev.servers import (
     kafka,
     kube,
     nodeagent,
+    pubsub,
     spark,
     tools,
 )
@@ -23,6 +24,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
     *etcd.ARTIFACTS,
     *kube.ARTIFACTS,
     *tools.ARTIFACTS,
+    *pubsub.ARTIFACTS,
 )
 
 # Start order: a server comes after everything it requires.
@@ -34,6 +36,7 @@ SERVERS: tuple[Server, ...] = (
     *cassandra.SERVERS,
     *cassandra_secure.SERVERS,
     *datastore.SERVERS,
+    *pubsub.SERVERS,
 )
 
 

@@ -16,3 +16,5 @@ KUBERNETES_STAGING: Final = "0.34.4"
 ETCD: Final = "3.6.16"
 HELM: Final = "3.22.0"
 PROMETHEUS: Final = "0.316.0"
+# The Go module that ships pstest, Google's in-memory Pub/Sub server.
+PUBSUB_GO: Final = "2.8.1"

@@ -243,6 +243,36 @@ def datastore_project(datastore_host: str, unique_name: Callable[[str], str]) ->
     remote.forget(project)
 
 
+# -- Pub/Sub -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pubsub_host(servers: StackServers) -> str:
+    """``host:port`` of the stack's Pub/Sub server (pstest): a PUBSUB_EMULATOR_HOST."""
+    from sluice_dev.servers import pubsub
+
+    servers.ensure(pubsub.NAME)
+    return pubsub.HOST
+
+
+@pytest.fixture
+def pubsub(
+    pubsub_host: str, unique_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    """A Pub/Sub project of this test alone (``tests.support.pubsub.PubSub``), the
+    official client pointed at the stack's server by ``PUBSUB_EMULATOR_HOST``. After
+    the test its fault switches are off again and its topics and subscriptions gone."""
+    from sluice_dev.pubsub import remote
+    from tests.support.pubsub import PubSub
+
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_host)
+    project = unique_name("ps")
+    handle = PubSub(pubsub_host, project)
+    yield handle
+    handle.close()
+    remote.forget(project)
+
+
 # -- Kubernetes -------------------------------------------------------------------
 
 
