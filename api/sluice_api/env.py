@@ -20,6 +20,11 @@ TERMINATION_LOG: Final = "SLUICE_TERMINATION_LOG"
 SPARK_MASTER: Final = "SLUICE_SPARK_MASTER"
 SPARK_CONF: Final = "SLUICE_SPARK_CONF"
 """JSON object of Spark settings the operator decides (executors on Kubernetes)."""
+SPARK_AUTH_SECRET: Final = "SLUICE_SPARK_AUTH_SECRET"
+"""Spark's RPC secret (driver and executors, with executors only), a secretKeyRef to the
+pipeline's ``<pipeline>-spark-auth`` Secret: the value is never in a pod spec."""
+SPARK_AUTH_SECRET_KEY: Final = "secret"
+"""The key of that Secret."""
 EXECUTOR_POD_TEMPLATE: Final = "SLUICE_EXECUTOR_POD_TEMPLATE"
 """The executor pods' template (a Pod as JSON) the operator decides; the driver writes
 it to a file for ``spark.kubernetes.executor.podTemplateFile``."""

@@ -30,6 +30,7 @@ from sluice_job import (
     reader,
     reset,
     spark,
+    spark_auth,
     transform,
 )
 from sluice_job.backpressure import RateControl
@@ -124,12 +125,16 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
     )
     sink = _sink(cfg)
-    session_conf = spark.spark_conf(
-        spec,
-        env,
-        f"sluice-{cfg.namespace}-{cfg.pipeline}",
-        env.get("PYSPARK_PYTHON", sys.executable),
-    ) | spark.executor_template(env)
+    session_conf = (
+        spark.spark_conf(
+            spec,
+            env,
+            f"sluice-{cfg.namespace}-{cfg.pipeline}",
+            env.get("PYSPARK_PYTHON", sys.executable),
+        )
+        | spark.executor_template(env)
+        | spark_auth.driver_conf(env)
+    )
     spark_session = spark.session(session_conf)
     ui = spark_session.sparkContext.uiWebUrl
     if ui:

@@ -18,6 +18,8 @@ command running ``KubernetesExecutorBackend``; the job image's entrypoint is
 The Kafka connector jars reach the executor from the driver (``spark.jars``), and its
 Python workers run the interpreter the driver names (``spark.pyspark.python``: the
 image's), so they import the same packages, the user's transform among them.
+Spark's RPC secret, which the operator gives the pod as a secretKeyRef, goes to the
+file the JVM's options name (:mod:`sluice_job.spark_auth`), not to its environment.
 :func:`command` is pure; :func:`run` replaces this process with the JVM, so the pod's
 process is the executor and Kubernetes' signals reach it directly.
 """
@@ -29,6 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, NoReturn
+
+from sluice_job import spark_auth
 
 ROLE: Final = "executor"
 """The argument Spark's executor pods pass to the image's entrypoint."""
@@ -69,7 +73,11 @@ def command(env: Mapping[str, str], spark_home: Path) -> list[str]:
             if (match := _JAVA_OPT.fullmatch(name))
         ),
     )
-    argv = [java, *(value for _, value in options)]
+    argv = [
+        java,
+        *(value for _, value in options),
+        *spark_auth.executor_options([value for _, value in options], env),
+    ]
     memory = env.get("SPARK_EXECUTOR_MEMORY")
     if memory:
         argv += [f"-Xms{memory}", f"-Xmx{memory}"]
@@ -106,4 +114,4 @@ def spark_home(env: Mapping[str, str]) -> Path:
 def run(env: Mapping[str, str]) -> NoReturn:
     """Become the executor JVM (``exec``): its exit code is the pod's."""
     argv = command(env, spark_home(env))
-    os.execvpe(argv[0], argv, dict(env))
+    os.execvpe(argv[0], argv, spark_auth.write_for_executor(env, argv))

@@ -212,8 +212,15 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
                 "name": env_names.EXECUTOR_POD_TEMPLATE,
                 "value": json.dumps(template, sort_keys=True),
             },
+            spark_auth_env(owner),
         ]
     return env + credential_env(spec)
+
+
+def spark_auth_env(owner: Owner) -> dict[str, Any]:
+    """Spark's RPC secret for the driver and its executors, as a reference only."""
+    name = naming.spark_auth_secret(owner.name)
+    return _secret(env_names.SPARK_AUTH_SECRET, name, env_names.SPARK_AUTH_SECRET_KEY)
 
 
 def _field(name: str, path: str) -> dict[str, Any]:
@@ -256,8 +263,11 @@ def spark_kubernetes_conf(owner: Owner, spec: PipelineSpec, epoch: int) -> dict[
         "spark.driver.bindAddress": "$(POD_IP)",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
-        # Only this driver's executors may talk to it, and not in clear: Spark makes a
-        # secret per application and hands it to the executor pods it creates.
+        # Only this pipeline's executors may talk to it, and not in clear. The secret
+        # comes from the pipeline's Secret (``spark_auth_secret``) through a
+        # secretKeyRef, which the driver and the executor role write to the file
+        # Spark reads (``sluice_job.spark_auth``): Spark then puts no secret in the
+        # executor pods' environment, where anyone who may read pods would see it.
         "spark.authenticate": "true",
         "spark.network.crypto.enabled": "true",
     }
@@ -289,7 +299,11 @@ def executor_pod_template(owner: Owner, spec: PipelineSpec, epoch: int) -> Manif
                     # directory: it must be writable (the root filesystem is not).
                     "workingDir": EXECUTOR_WORKDIR,
                     "securityContext": container_security(),
-                    "env": [{"name": "HOME", "value": SCRATCH}, *(_dump(e) for e in pod.env)],
+                    "env": [
+                        {"name": "HOME", "value": SCRATCH},
+                        spark_auth_env(owner),
+                        *(_dump(e) for e in pod.env),
+                    ],
                     "envFrom": [_dump(e) for e in pod.env_from],
                     "resources": {
                         "requests": {"ephemeral-storage": executors.scratch},
@@ -364,6 +378,20 @@ def service_account(owner: Owner) -> Manifest:
     }
 
 
+def spark_auth_secret(owner: Owner) -> Manifest:
+    """The Secret of Spark's RPC secret (driver and executors authenticate each other
+    with it). Its value is made when the operator creates it
+    (``sluice_operator.kube``), not here: a manifest is a pure function of the spec.
+    Only the operator and whoever may read Secrets in the namespace can read it; the
+    driver's account cannot."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": owner.metadata(naming.spark_auth_secret(owner.name)),
+        "type": "Opaque",
+    }
+
+
 def executor_service_account(owner: Owner) -> Manifest:
     """Executors' identity: no token, no rights (they never call the API server)."""
     return {
@@ -405,6 +433,7 @@ def supporting(
     if spec.spark.executors.instances == 0:
         return [service_account(owner), driver_service(owner, spec)]
     return [
+        spark_auth_secret(owner),
         service_account(owner),
         executor_service_account(owner),
         role_binding(owner, cluster_role),

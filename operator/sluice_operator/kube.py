@@ -9,8 +9,10 @@ subresource, so every action can safely be repeated by a restarted operator.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import secrets
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, cast
@@ -18,6 +20,7 @@ from typing import Any, Final, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from sluice_api import env as env_names
 from sluice_operator import naming
 from sluice_operator.actions import (
     Action,
@@ -173,6 +176,9 @@ class Kube:
         elif kind == "Service":
             body = client.V1Service.model_validate(manifest)
             self._create(lambda: self.core.create_namespaced_service(namespace, body))
+        elif kind == "Secret":
+            body = client.V1Secret.model_validate({**manifest, "data": fresh_secret()})
+            self._create(lambda: self.core.create_namespaced_secret(namespace, body))
         elif kind == "RoleBinding":
             body = client.V1RoleBinding.model_validate(manifest)
             self._create(lambda: self.rbac.create_namespaced_role_binding(namespace, body))
@@ -231,6 +237,13 @@ class Kube:
         except ApiException as err:
             if err.status != 404:
                 raise
+
+
+def fresh_secret() -> dict[str, str]:
+    """A new Spark RPC secret (256 random bits, hex as Spark makes its own), as a
+    Secret's ``data``."""
+    value = secrets.token_hex(32).encode()
+    return {env_names.SPARK_AUTH_SECRET_KEY: base64.b64encode(value).decode()}
 
 
 def pod_view(pod: Any) -> PodView:

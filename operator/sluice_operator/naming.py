@@ -44,6 +44,7 @@ __all__ = [
     "labels",
     "selector",
     "service_account",
+    "spark_auth_secret",
 ]
 
 MAX_NAME: Final = 63
@@ -64,6 +65,11 @@ def service_account(pipeline: str) -> str:
 
 def executor_service_account(pipeline: str) -> str:
     return _with_suffix(pipeline, "-executor")
+
+
+def spark_auth_secret(pipeline: str) -> str:
+    """The Secret holding Spark's RPC secret of a pipeline with executors."""
+    return _with_suffix(pipeline, "-spark-auth")
 
 
 EXECUTOR_PREFIX_MAX: Final = 47

@@ -102,6 +102,11 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
         assert pod.spec.security_context.run_as_non_root is True
         assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
         assert pod.spec.automount_service_account_token is False
+        # Spark's RPC secret is not readable from the pod spec: a reference only.
+        env = {e.name: e for e in pod.spec.containers[0].env}
+        assert "_SPARK_AUTH_SECRET" not in env
+        secret_ref = env["SLUICE_SPARK_AUTH_SECRET"].value_from.secret_key_ref
+        assert secret_ref.name == naming.spark_auth_secret(setup.pipeline.name)
 
     victim = executors[0]
     os.kill(executor_pid(setup, victim), signal.SIGKILL)

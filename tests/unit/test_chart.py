@@ -241,6 +241,7 @@ OPERATOR_CALLS = {
     ("", "services", "create"),
     ("", "serviceaccounts", "create"),
     ("", "secrets", "get"),  # labels only (consent.py), asked as PartialObjectMetadata
+    ("", "secrets", "create"),  # Spark's RPC secret of a pipeline with executors
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),
 }

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sluice_api.spec import PipelineSpec
-from sluice_job import cli, executor_backend, spark
+from sluice_job import cli, executor_backend, spark, spark_auth
 from sluice_operator import builders, naming
 
 pytestmark = pytest.mark.unit
@@ -71,7 +71,7 @@ def test_executor_template_is_restricted_and_carries_the_pod_settings() -> None:
     assert volumes["spark-local-dir-1"]["emptyDir"] == {"sizeLimit": "3Gi"}
     assert volumes["ca"]["secret"]["secretName"] == "ca-bundle"
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env == {"HOME": "/tmp", "TZ": "UTC"}
+    assert env == {"HOME": "/tmp", "TZ": "UTC", "SLUICE_SPARK_AUTH_SECRET": None}
     assert container["envFrom"][0]["configMapRef"]["name"] == "orders-config"
     assert pod_spec["imagePullSecrets"] == [{"name": "registry-team-a"}]
     assert pod_spec["priorityClassName"] == "pipelines-high"
@@ -115,6 +115,61 @@ def test_executor_template_gets_no_credentials() -> None:
     secured["sink"]["cassandra"]["credentialsSecret"] = "cassandra-login"
     template = builders.executor_pod_template(OWNER, PipelineSpec.model_validate(secured), 1)
     assert "cassandra-login" not in json.dumps(template)
+
+
+def test_spark_rpc_secret_is_a_reference_in_both_pods_and_a_secret_of_the_pipeline() -> None:
+    """Spark's RPC secret never appears in a pod spec (anyone who may read pods could
+    read it): driver and executors get a secretKeyRef to ``<pipeline>-spark-auth``,
+    which the operator creates first and which the driver's account cannot read."""
+    reference = {
+        "name": "SLUICE_SPARK_AUTH_SECRET",
+        "valueFrom": {"secretKeyRef": {"name": "orders-spark-auth", "key": "secret"}},
+    }
+    template = builders.executor_pod_template(OWNER, spec(), 2)
+    assert reference in template["spec"]["containers"][0]["env"]
+    driver = builders.driver_pod(OWNER, spec(), 2, "hash")["spec"]["containers"][0]
+    assert reference in driver["env"]
+    [first, *_] = builders.supporting(OWNER, spec())
+    assert (first["kind"], first["metadata"]["name"]) == ("Secret", "orders-spark-auth")
+    assert "data" not in first  # made when created (kube.fresh_secret), not in the spec
+    assert first["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    local = spec(executors={"instances": 0})
+    assert "SLUICE_SPARK_AUTH_SECRET" not in json.dumps(builders.driver_pod(OWNER, local, 1, "h"))
+    assert [m["kind"] for m in builders.supporting(OWNER, local)] == ["ServiceAccount", "Service"]
+
+
+def test_driver_and_executor_read_the_rpc_secret_from_one_file_not_the_environment(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "SLUICE_NAMESPACE": "team-a",
+        "SLUICE_PIPELINE": "orders",
+        "SLUICE_EPOCH": "3",
+        "SLUICE_SPARK_AUTH_SECRET": "s3cr3t",
+    }
+    conf = spark_auth.driver_conf(env, tmp_path)
+    path = Path(conf["spark.authenticate.secret.file"])
+    assert path.read_text() == "s3cr3t"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.name == "sluice-spark-auth-team-a-orders-3"  # one per driver
+    assert spark_auth.driver_conf({}, tmp_path) == {}  # local mode: Spark's own default
+
+    # The executor: Spark passes the setting as a JVM option; the secret goes to that
+    # file and the JVM gets no environment variable holding it.
+    path.unlink()
+    executor_env = {**SPARK_ENV, "SLUICE_SPARK_AUTH_SECRET": "s3cr3t"}
+    executor_env["SPARK_JAVA_OPT_3"] = f"-Dspark.authenticate.secret.file={path}"
+    executor_env |= {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    argv = executor_backend.command(executor_env, Path("/opt/venv/pyspark"))
+    # Spark reads a secret file only under a Kubernetes master, which an executor's
+    # start-up options lack: the role adds its cluster's.
+    assert "-Dspark.master=k8s://https://10.96.0.1:443" in argv
+    assert argv.index("-Dspark.master=k8s://https://10.96.0.1:443") < argv.index("-cp")
+    assert "-Dspark.master" not in " ".join(executor_backend.command(SPARK_ENV, Path("/x")))
+    launched = spark_auth.write_for_executor(executor_env, argv)
+    assert path.read_text() == "s3cr3t"
+    assert "SLUICE_SPARK_AUTH_SECRET" not in launched
+    assert launched["SPARK_DRIVER_URL"] == SPARK_ENV["SPARK_DRIVER_URL"]
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ What the operator does in a namespace it watches, derived from its code:
   verbs: [create]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get]
+  verbs: [get, create]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [rolebindings]
   verbs: [create]
