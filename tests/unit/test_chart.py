@@ -501,3 +501,11 @@ def test_the_driver_pod_policy_binds_everywhere_cluster_wide_and_can_be_turned_o
     assert "matchResources" not in binding  # every namespace
     off = render("driverPodPolicy.enabled=false")
     assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_the_driver_pod_policy_never_holds_the_operator_to_it(render: Render) -> None:
+    """A release whose operator account ends in -driver keeps its own pod rights."""
+    docs = render("fullnameOverride=team-driver")
+    policy = one(docs, "ValidatingAdmissionPolicy", "team-driver-driver-pods")["spec"]
+    [condition] = policy["matchConditions"]
+    assert '!= "system:serviceaccount:sluice-system:team-driver"' in condition["expression"]
