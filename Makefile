@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e demo soak bench bench-executors bench-operator clean
+.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-operator clean
 
 all: test
 
@@ -68,6 +68,10 @@ test-integration: provision
 
 test-e2e: provision
 	$(BIN)/pytest -m e2e
+
+# The hostile-tenant suite (docs/security.md), with its measured times.
+test-hostile: provision
+	$(BIN)/pytest -m hostile -s
 
 demo: provision
 	$(BIN)/sluice-dev demo

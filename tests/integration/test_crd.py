@@ -428,8 +428,43 @@ INVALID = {
         "spec.spark.conf",
         "spark.conf may set only the tuning settings",
     ),
-    "spark-conf-jars": Invalid(
+    "spark-conf-packages": Invalid(
         changed("spark.conf", {"spark.jars.packages": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-jars": Invalid(
+        changed("spark.conf", {"spark.jars": "https://evil.example/x.jar"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-executor-service-account": Invalid(
+        changed("spark.conf", {"spark.kubernetes.authenticate.executor.serviceAccountName": "x"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-executor-secret": Invalid(
+        changed("spark.conf", {"spark.kubernetes.executor.secrets.db-password": "/s"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-secret-env": Invalid(
+        changed("spark.conf", {"spark.kubernetes.driver.secretKeyRef.PW": "db:password"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-driver-host-path": Invalid(
+        changed("spark.conf", {"spark.kubernetes.driver.volumes.hostPath.root.mount.path": "/h"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-pod-template": Invalid(
+        changed("spark.conf", {"spark.kubernetes.executor.podTemplateFile": "/t.yaml"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-executor-java-options": Invalid(
+        changed("spark.conf", {"spark.executor.extraJavaOptions": "-javaagent:/a.jar"}),
         "spec.spark.conf",
         "spark.conf may set only the tuning settings",
     ),
@@ -590,6 +625,31 @@ INVALID = {
         "spec.spark.pod.volumes[0].hostPath",
         "unknown field",
     ),
+    "pod-privileged": Invalid(
+        changed("spark.pod", {"securityContext": {"privileged": True, "runAsUser": 0}}),
+        "spec.spark.pod.securityContext",
+        "unknown field",
+    ),
+    "pod-host-network": Invalid(
+        changed("spark.pod", {"hostNetwork": True}),
+        "spec.spark.pod.hostNetwork",
+        "unknown field",
+    ),
+    "pod-host-pid": Invalid(
+        changed("spark.pod", {"hostPID": True, "hostIPC": True}),
+        "spec.spark.pod.hostPID",
+        "unknown field",
+    ),
+    "pod-token": Invalid(
+        changed("spark.pod", {"automountServiceAccountToken": True}),
+        "spec.spark.pod.automountServiceAccountToken",
+        "unknown field",
+    ),
+    "pod-node-name": Invalid(
+        changed("spark.pod", {"nodeName": "control-plane"}),
+        "spec.spark.pod.nodeName",
+        "unknown field",
+    ),
     "pod-volume-two-sources": Invalid(
         changed(
             "spark.pod",
@@ -733,7 +793,33 @@ INVALID = {
 }
 
 
-@pytest.mark.parametrize("case", INVALID.values(), ids=INVALID.keys())
+ESCAPES = frozenset(
+    {
+        *(key for key in INVALID if key.startswith("spark-conf-") and key != "spark-conf-key"),
+        "service-account-with-executors",
+        "pod-host-path",
+        "pod-privileged",
+        "pod-host-network",
+        "pod-host-pid",
+        "pod-token",
+        "pod-node-name",
+        "pod-env-reserved",
+        "pod-label-reserved",
+        "pod-mount-scratch",
+        "pod-secret-path-escapes",
+    }
+)
+"""A hostile tenant's escapes (issue item 1 and the pod-setting equivalents):
+``pytest -m hostile`` runs them with the rest of the hostile-tenant suite."""
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=key, marks=[pytest.mark.hostile] if key in ESCAPES else [])
+        for key, case in INVALID.items()
+    ],
+)
 def test_invalid_manifest_is_rejected_naming_the_field(pipelines: Pipelines, case: Invalid) -> None:
     rejected = pipelines.rejection(lambda: pipelines.create(case.spec, name=case.name))
 

@@ -11,18 +11,16 @@ started are stopped at its end. ``tests/integration/conftest.py`` and
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from sluice_dev import registry
 from sluice_dev import stack as local_stack
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 
 
 class StackServers:
@@ -464,25 +462,30 @@ def driver(
 
 
 @pytest.fixture(scope="session")
-def driver_cluster_role(kube_stack: Layout, helm_binary: Path) -> str:
+def driver_pod_policy(kube_stack: Layout, helm_binary: Path) -> str:
+    """The chart's admission policy that confines a driver's token to its own
+    executor pods, in force in every namespace (``tests.support.chart``)."""
+    from tests.support.chart import apply_driver_pod_policy
+
+    return apply_driver_pod_policy(kube_stack, helm_binary)
+
+
+@pytest.fixture(scope="session")
+def driver_cluster_role(kube_stack: Layout, helm_binary: Path, driver_pod_policy: str) -> str:
     """The chart's driver ClusterRole, as ``helm install sluice`` creates it (what a
-    driver with executor pods is bound to): rendered by helm, applied as the admin."""
+    driver with executor pods is bound to): rendered by helm, applied as the admin,
+    with the admission policy the chart ships with it (``driver_pod_policy``)."""
     from kubernetes import config
     from kubernetes.client import RbacAuthorizationV1Api
     from kubernetes.client.exceptions import ApiException
 
     from sluice_operator.builders import DRIVER_CLUSTER_ROLE
+    from tests.support.chart import render
 
-    rendered = subprocess.run(
-        [str(helm_binary), "template", "sluice", str(REPO_ROOT / "charts" / "sluice")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
     [role] = [
         doc
-        for doc in yaml.safe_load_all(rendered)
-        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == DRIVER_CLUSTER_ROLE
+        for doc in render(helm_binary)
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == DRIVER_CLUSTER_ROLE
     ]
     client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
     rbac = RbacAuthorizationV1Api(client)

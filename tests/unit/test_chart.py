@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from sluice_dev.paths import REPO_ROOT
+from sluice_operator import naming
 
 pytestmark = pytest.mark.unit
 
@@ -138,6 +139,8 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
             "Pod",  # the `helm test` hook
             "NetworkPolicy",  # drivers
             "NetworkPolicy",  # executors
+            "ValidatingAdmissionPolicy",  # drivers' tokens: their own executor pods only
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
 
@@ -453,3 +456,57 @@ def test_without_metrics_from_only_the_operator_reads_the_metrics(render: Render
 def test_network_policies_go_with_namespaced_mode_only(render: Render) -> None:
     assert not [d for d in render("clusterWide=true") if d["kind"] == "NetworkPolicy"]
     assert not [d for d in render("networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+
+
+# -- the admission policy confining drivers' tokens -------------------------------------
+
+
+def test_the_driver_pod_policy_denies_writes_in_the_served_namespaces(render: Render) -> None:
+    docs = render(files=[CHART / "ci" / "namespaced-values.yaml"])
+    policy = one(docs, "ValidatingAdmissionPolicy", "rel-sluice-driver-pods")["spec"]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "rel-sluice-driver-pods")["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert (rule["resources"], sorted(rule["operations"])) == (
+        ["pods"],
+        ["CREATE", "DELETE", "UPDATE"],
+    )
+    assert {v["reason"] for v in policy["validations"]} == {"Forbidden"}  # 403
+    assert binding["policyName"] == "rel-sluice-driver-pods"
+    assert binding["validationActions"] == ["Deny"]
+    [served] = binding["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert served["key"] == "kubernetes.io/metadata.name"
+    assert sorted(served["values"]) == ["analytics", "payments"]
+
+
+def test_the_driver_pod_policy_speaks_the_operators_names() -> None:
+    """The policy's CEL spells the driver's ServiceAccount, the executors' labels and
+    their ServiceAccount as naming.py makes them; a rename there must reach it."""
+    text = (CHART / "templates" / "driverpolicy.yaml").read_text()
+    pipeline = "payments"
+    driver_suffix = naming.service_account(pipeline).removeprefix(pipeline)
+    executor_suffix = naming.executor_service_account(pipeline).removeprefix(pipeline)
+    labels = naming.executor_labels(pipeline, 1)
+    assert f'endsWith("{driver_suffix}")' in text
+    assert f'size("{driver_suffix}")' in text
+    assert f'variables.pipeline + "{executor_suffix}"' in text
+    assert f'"{naming.LABEL_PIPELINE}"' in text
+    assert labels[naming.LABEL_PIPELINE] == pipeline
+    assert f'["{naming.LABEL_ROLE}"] == "{labels[naming.LABEL_ROLE]}"' in text
+
+
+def test_the_driver_pod_policy_binds_everywhere_cluster_wide_and_can_be_turned_off(
+    render: Render,
+) -> None:
+    binding = one(render("clusterWide=true"), "ValidatingAdmissionPolicyBinding")["spec"]
+    assert "matchResources" not in binding  # every namespace
+    off = render("driverPodPolicy.enabled=false")
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_the_driver_pod_policy_never_holds_the_operator_to_it(render: Render) -> None:
+    """A release whose operator account ends in -driver keeps its own pod rights."""
+    docs = render("fullnameOverride=team-driver")
+    policy = one(docs, "ValidatingAdmissionPolicy", "team-driver-driver-pods")["spec"]
+    [condition] = policy["matchConditions"]
+    assert '!= "system:serviceaccount:sluice-system:team-driver"' in condition["expression"]

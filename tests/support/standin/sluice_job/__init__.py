@@ -9,5 +9,9 @@ Behaviour comes from ``spec.transform.options.standin``:
 * otherwise run until SIGTERM, then write ``{"reason": "Stopped", ...}`` and exit 0;
 * ``metrics: true``: serve the series the operator reads (epoch, last committed batch
   and its time: one pretend commit per second) on ``SLUICE_METRICS_PORT``, on the
-  pod's own IP (``POD_IP``) as the real driver does.
+  pod's own IP (``POD_IP``) as the real driver does;
+* ``metrics: "huge"`` or ``metrics: "trickle"``: a hostile tenant's driver on the same
+  port: it answers 1 GiB as fast as the reader takes it, or one byte every 0.2 s
+  for as long as the reader waits; ``hits`` names a file that gets a line per request
+  (the test's proof that the operator did come to read it).
 """

@@ -31,36 +31,75 @@ def leave(code: int, reason: str, message: str) -> None:
     sys.exit(code)
 
 
-def serve_metrics() -> None:
-    """The series the operator reads from a driver, one pretend commit per second."""
+HUGE_BYTES = 1 << 30
+TRICKLE_SECONDS = 0.2
+
+
+def serve_metrics(mode: object, hits: str | None) -> None:
+    """The series the operator reads from a driver, one pretend commit per second;
+    or, for ``mode`` "huge" and "trickle", what a hostile tenant's image serves."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     label = f'pipeline="{os.environ["SLUICE_NAMESPACE"]}/{os.environ["SLUICE_PIPELINE"]}"'
 
+    def honest() -> bytes:
+        batches = int(time.monotonic() - started)
+        lines = [f"sluice_epoch{{{label}}} {epoch}"]
+        if batches:
+            lines.append(f"sluice_last_committed_batch_id{{{label}}} {batches}")
+            lines.append(f"sluice_last_commit_timestamp_seconds{{{label}}} {time.time()}")
+        return ("\n".join(lines) + "\n").encode()
+
     class Metrics(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            batches = int(time.monotonic() - started)
-            lines = [f"sluice_epoch{{{label}}} {epoch}"]
-            if batches:
-                lines.append(f"sluice_last_committed_batch_id{{{label}}} {batches}")
-                lines.append(f"sluice_last_commit_timestamp_seconds{{{label}}} {time.time()}")
-            body = ("\n".join(lines) + "\n").encode()
+            if hits:
+                with open(hits, "a") as out:
+                    out.write(f"{time.time()} {mode}\n")
+            try:
+                if mode == "huge":
+                    self.huge()
+                elif mode == "trickle":
+                    self.trickle()
+                else:
+                    body = honest()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.end_headers()
+                    self.wfile.write(body)
+            except OSError:
+                pass  # the reader hung up: what a hostile server expects
+
+        def huge(self) -> None:
+            line = f"sluice_epoch{{{label}}} {epoch}\n".encode()
+            chunk = line * (65536 // len(line))
             self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(HUGE_BYTES))
             self.end_headers()
-            self.wfile.write(body)
+            sent = 0
+            while sent < HUGE_BYTES and not stop.is_set():
+                self.wfile.write(chunk)
+                sent += len(chunk)
+
+        def trickle(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            while not stop.is_set():
+                self.wfile.write(b"#")
+                self.wfile.flush()
+                time.sleep(TRICKLE_SECONDS)
 
         def log_message(self, *args: object) -> None:
             pass
 
     address = (os.environ.get("POD_IP", ""), int(os.environ["SLUICE_METRICS_PORT"]))
     server = ThreadingHTTPServer(address, Metrics)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 if options.get("metrics"):
-    serve_metrics()
+    serve_metrics(options["metrics"], options.get("hits"))
 print(json.dumps({"event": "started", "epoch": epoch, "image": config.get("image")}), flush=True)
 if "exitCode" in options:
     stop.wait(float(options.get("afterSeconds", 1)))

@@ -1,0 +1,304 @@
+"""A hostile tenant on the local stack: the real API server (RBAC and the chart's
+admission policy), the real operator, drivers run by the node agent.
+
+The tenant may create pipelines and chooses the driver's image, so the code in a
+driver pod is theirs. With executors that code holds the driver's ServiceAccount
+token, used here exactly as the node agent mounted it for the driver container: it
+may create, change and delete its own pipeline's executor pods and nothing else
+(listing Secrets, a pod that is not its executor, another pipeline's driver or
+executor, anything in another namespace: 403). Without executors there is no token
+at all. A driver whose ``/metrics`` answers a gigabyte or trickles does not slow the
+operator down for another pipeline: its reconcile and failover times are measured
+without and with two such drivers running, while the operator keeps reading them
+(a read that never ends would stop that) and stays within the chart's memory limit.
+
+The manifest-side escapes (``spark.conf`` keys, pod settings) are the ``hostile``
+cases of ``test_crd.py``; ``pytest -m hostile`` runs them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import CoreV1Api
+
+from sluice_dev.paths import Layout
+from sluice_operator import naming
+from tests.support.chart import CHART, DRIVER_POD_POLICY
+from tests.support.operator import Operators, Pipeline, standin_spec
+from tests.support.tenant import (
+    Refusal,
+    as_driver,
+    executor_pod,
+    executor_selector,
+    mounted_credentials,
+    refusal,
+)
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.hostile, pytest.mark.timeout(420)]
+
+NOWHERE = {"sluice.dev/pool": "nowhere"}
+"""Executors' node selector: the pods exist in the API but are never scheduled."""
+
+
+@pytest.fixture(autouse=True)
+def _stack(agent_stack: Any, standin_image: str) -> None:
+    """Every test here needs the nodes and the stand-in image."""
+
+
+def with_executors(**standin: Any) -> dict[str, Any]:
+    spec = standin_spec(**standin)
+    spec["spark"]["executors"] = {"instances": 1, "nodeSelector": NOWHERE}
+    return spec
+
+
+def another(pipeline: Pipeline, name: str) -> Pipeline:
+    return Pipeline(pipeline.custom, pipeline.core, pipeline.namespace, name)
+
+
+def running_driver(pipeline: Pipeline, epoch: int | None = 1) -> Any:
+    pipeline.wait_phase("Running", epoch=epoch, timeout=90)
+    (pod,) = pipeline.live_pods()
+    return pod
+
+
+def forbidden_by_rbac(found: Refusal | None) -> bool:
+    """403 from RBAC (the policy never sees requests RBAC refuses)."""
+    return found is not None and found.status == 403 and DRIVER_POD_POLICY not in found.message
+
+
+def forbidden_by_policy(found: Refusal | None, says: str = "") -> bool:
+    """403 from the chart's admission policy (its message naming ``says``)."""
+    return (
+        found is not None
+        and found.status == 403
+        and DRIVER_POD_POLICY in found.message
+        and says in found.message
+    )
+
+
+def test_a_drivers_token_reaches_only_its_own_executor_pods(
+    operators: Operators,
+    pipeline: Pipeline,
+    core: Any,
+    namespace: str,
+    unique_name: Callable[[str], str],
+    agent_stack: Layout,
+    driver_cluster_role: str,
+) -> None:
+    elsewhere = unique_name("other")[:63].rstrip("-")
+    core.create_namespace({"metadata": {"name": elsewhere}})
+    try:
+        operators.start()
+        team_a, team_b = pipeline, another(pipeline, "payments")
+        team_a.create(with_executors())
+        team_b.create(with_executors())
+        a_driver, b_driver = running_driver(team_a), running_driver(team_b)
+        as_a, as_b = as_driver(agent_stack, a_driver), as_driver(agent_stack, b_driver)
+
+        # Its own executor pods: Spark's create, label and delete all work.
+        mine = executor_pod(a_driver, 1)
+        as_a.create_namespaced_pod(namespace, mine)
+        name = mine["metadata"]["name"]
+        as_a.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {"spark-exec": "1"}}})
+        b_executor = executor_pod(b_driver, 1)
+        as_b.create_namespaced_pod(namespace, b_executor)
+
+        # Secrets, here and elsewhere; anything in another namespace: RBAC says no.
+        assert forbidden_by_rbac(refusal(as_a.list_namespaced_secret, namespace))
+        assert forbidden_by_rbac(refusal(as_a.list_namespaced_pod, elsewhere))
+        assert forbidden_by_rbac(refusal(as_a.list_namespaced_secret, elsewhere))
+        assert forbidden_by_rbac(refusal(as_a.list_namespaced_config_map, elsewhere))
+        assert forbidden_by_rbac(refusal(as_a.create_namespaced_pod, elsewhere, mine))
+
+        # Pod writes beyond its own executors: the chart's admission policy says no.
+        plain = {
+            "metadata": {"name": "miner"},
+            "spec": {"containers": [{"name": "m", "image": "miner:1"}]},
+        }
+        assert forbidden_by_policy(refusal(as_a.create_namespaced_pod, namespace, plain))
+        posing = executor_pod(a_driver, 2)
+        posing["metadata"]["labels"][naming.LABEL_PIPELINE] = team_b.name
+        assert forbidden_by_policy(refusal(as_a.create_namespaced_pod, namespace, posing))
+        with_token = executor_pod(a_driver, 3)
+        with_token["spec"]["serviceAccountName"] = naming.service_account(team_a.name)
+        with_token["spec"]["automountServiceAccountToken"] = True
+        assert forbidden_by_policy(
+            refusal(as_a.create_namespaced_pod, namespace, with_token), "spec.serviceAccountName"
+        )
+        b_driver_name = b_driver.metadata.name
+        assert forbidden_by_policy(refusal(as_a.delete_namespaced_pod, b_driver_name, namespace))
+        b_exec_name = b_executor["metadata"]["name"]
+        evict = {"metadata": {"labels": {naming.LABEL_ROLE: "evicted"}}}
+        assert forbidden_by_policy(
+            refusal(as_a.patch_namespaced_pod, b_exec_name, namespace, evict)
+        )
+        assert forbidden_by_policy(
+            refusal(as_a.delete_namespaced_pod, b_exec_name, namespace), team_a.name
+        )
+        escape = {"metadata": {"labels": {naming.LABEL_PIPELINE: team_b.name}}}
+        assert forbidden_by_policy(refusal(as_a.patch_namespaced_pod, name, namespace, escape))
+
+        # Nothing of team B's was touched; A removes its own executor as Spark does.
+        assert [p.metadata.name for p in team_b.live_pods()] == [b_driver_name]
+        assert [p.metadata.name for p in team_b.executor_pods()] == [b_exec_name]
+        as_a.delete_namespaced_pod(name, namespace)
+        wait_for(
+            lambda: (
+                not core.list_namespaced_pod(
+                    namespace, label_selector=executor_selector(team_a.name)
+                ).items
+            ),
+            timeout=60,
+            what=f"{name} deleted by its driver",
+        )
+        # Nor all of them at once (its own driver pod included).
+        assert forbidden_by_policy(refusal(as_a.delete_collection_namespaced_pod, namespace))
+        assert len(team_a.live_pods()) == len(team_b.live_pods()) == 1
+        assert len(team_b.executor_pods()) == 1
+    finally:
+        core.delete_namespace(elsewhere)
+
+
+def test_a_driver_without_executors_holds_no_token(
+    operators: Operators, pipeline: Pipeline, agent_stack: Layout
+) -> None:
+    operators.start()
+    pipeline.create(standin_spec())
+    pod = running_driver(pipeline)
+    assert pod.spec.automount_service_account_token is False
+    assert not any(v.projected for v in pod.spec.volumes or [])
+    # The running driver's container got no credentials from its node either.
+    assert mounted_credentials(agent_stack, pod).parent.parent.is_dir()
+    assert not mounted_credentials(agent_stack, pod).parent.exists()
+
+
+# -- the operator's attention --------------------------------------------------------
+
+FAILOVERS = 5
+"""Failovers measured without hostile drivers; with them, as many more as it takes
+for the operator to read each hostile one twice meanwhile (it reads a running driver
+every 5 s)."""
+BOUND_FACTOR = 3.0
+BOUND_MARGIN_SECONDS = 10.0
+"""Another pipeline's times with hostile drivers running may be at most 3 times the
+baseline measured in the same test, or the baseline plus 10 s if that is more (a
+loaded 2-core machine jitters by seconds; a stalled operator costs far more)."""
+
+
+def first_driver_seconds(pipeline: Pipeline) -> float:
+    """Reconcile: from creating a pipeline (the operator already running others) to
+    its driver pod in the API."""
+    started = time.monotonic()
+    pipeline.create(standin_spec(metrics=True))
+    wait_for(pipeline.pods, timeout=120, what=f"{pipeline.name}'s first driver pod")
+    return time.monotonic() - started
+
+
+def failover_seconds(pipeline: Pipeline, core: CoreV1Api) -> float:
+    """Failover: from deleting the running driver pod to its successor in the API."""
+    pod = running_driver(pipeline, epoch=None)
+    epoch = int(pod.metadata.labels[naming.LABEL_EPOCH])
+    started = time.monotonic()
+    core.delete_namespaced_pod(pod.metadata.name, pipeline.namespace)
+    wait_for(
+        lambda: any(int(p.metadata.labels[naming.LABEL_EPOCH]) > epoch for p in pipeline.pods()),
+        timeout=120,
+        what=f"a driver of {pipeline.name} after epoch {epoch}",
+    )
+    return time.monotonic() - started
+
+
+def hits(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def read_once(path: Path) -> Callable[[], bool]:
+    return lambda: hits(path) >= 1
+
+
+def failovers(
+    pipeline: Pipeline, core: CoreV1Api, *, until: Callable[[], bool], what: str = ""
+) -> list[float]:
+    """At least ``FAILOVERS`` failovers, more until ``until()`` holds (120 s at most)."""
+    times: list[float] = []
+    deadline = time.monotonic() + 120
+    while len(times) < FAILOVERS or not until():
+        assert time.monotonic() < deadline, f"no {what} after {len(times)} failovers"
+        times.append(failover_seconds(pipeline, core))
+    return times
+
+
+def peak_memory_bytes(pid: int) -> int:
+    """The process's peak resident memory (``VmHWM``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def chart_memory_limit() -> int:
+    """The operator's memory limit in the chart's values (Mi)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    limit = str(values["resources"]["limits"]["memory"])
+    assert limit.endswith("Mi"), limit
+    return int(limit[:-2]) * 1024 * 1024
+
+
+def test_drivers_serving_a_gigabyte_or_a_trickle_leave_others_reconcile_and_failover_alone(
+    operators: Operators, pipeline: Pipeline, core: Any, tmp_path: Path
+) -> None:
+    operator = operators.start()
+    victim = pipeline
+    victim.create(standin_spec(metrics=True))
+    running_driver(victim)
+    baseline_reconcile = first_driver_seconds(another(pipeline, "early"))
+    baseline_failovers = failovers(victim, core, until=lambda: True)
+
+    logs = {mode: tmp_path / f"{mode}.hits" for mode in ("huge", "trickle")}
+    for mode, log in logs.items():
+        hostile = another(pipeline, f"hostile-{mode}")
+        hostile.create(standin_spec(metrics=mode, hits=str(log)))
+        running_driver(hostile)
+    for mode, log in logs.items():
+        wait_for(read_once(log), timeout=60, what=f"the operator reading the {mode} one")
+    before = {mode: hits(log) for mode, log in logs.items()}
+
+    def read() -> dict[str, int]:
+        return {mode: hits(log) - before[mode] for mode, log in logs.items()}
+
+    hostile_reconcile = first_driver_seconds(another(pipeline, "late"))
+    hostile_failovers = failovers(
+        victim,
+        core,
+        until=lambda: min(read().values()) >= 2,
+        what="second read of each hostile driver (a read that never ends?)",
+    )
+    peak = peak_memory_bytes(operator.process.pid)
+
+    print(
+        f"reconcile {baseline_reconcile:.2f}s -> {hostile_reconcile:.2f}s; failovers "
+        f"{seconds(baseline_failovers)} -> {seconds(hostile_failovers)} with the hostile "
+        f"drivers read {read()} times meanwhile; operator peak memory {peak / 2**20:.0f} MiB"
+    )
+    assert peak < chart_memory_limit(), f"the operator took {peak} bytes"
+    assert hostile_reconcile <= bound(baseline_reconcile), (baseline_reconcile, hostile_reconcile)
+    assert max(hostile_failovers) <= bound(max(baseline_failovers)), (
+        baseline_failovers,
+        hostile_failovers,
+    )
+    running_driver(victim, epoch=None)  # and it runs again
+
+
+def seconds(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.2f}s" for v in values) + "]"
+
+
+def bound(baseline: float) -> float:
+    return max(baseline * BOUND_FACTOR, baseline + BOUND_MARGIN_SECONDS)
