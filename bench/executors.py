@@ -181,14 +181,14 @@ class Cluster:
 def prepare(layout: Layout) -> Cluster:
     """Kafka, Cassandra, the control plane and the node agent up (started if down,
     left running); the CRD, the namespace, an operator serving it, the job image and
-    the chart's driver ClusterRole."""
+    what the chart ships for drivers with executors (ClusterRole, admission policy)."""
     fixtures.ensure_stack(layout, say, SERVERS)
     cluster = Cluster(layout)
     localcluster.operator_for(
         layout, cluster.kubectl, namespace=NAMESPACE, name=OPERATOR, port=OPERATOR_PORT, say=say
     )
     localcluster.register_job_images(layout, IMAGE, ("v1",))
-    localcluster.apply_chart_cluster_role(layout, cluster.kubectl, DRIVER_CLUSTER_ROLE)
+    localcluster.apply_driver_rights(layout, cluster.kubectl, DRIVER_CLUSTER_ROLE)
     for mode in (figures.LOCAL, figures.executors_mode(1)):
         cluster.delete(mode.pipeline)  # left by an interrupted run
     return cluster

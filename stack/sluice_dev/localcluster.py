@@ -1,22 +1,24 @@
 """The operator's side of the local stack, as a user sets it up: the CRD, a namespace
-and an operator process serving it, job images on the node agent, and the chart's
-driver ClusterRole. One copy for ``make demo``, ``sluice-dev pipeline apply``, the soak
-and the benchmark's executor run."""
+and an operator process serving it, job images on the node agent, and what the chart
+ships for drivers with executors (their ClusterRole and admission policy), rendered by
+helm from the chart itself. One copy for ``make demo``, ``sluice-dev pipeline apply``, the soak,
+the benchmark's executor run and the tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
 from sluice_dev import procs, stack
-from sluice_dev.kubectl import Kubectl
+from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import nodeagent, tools
@@ -92,21 +94,66 @@ def register_job_images(layout: Layout, image: str, versions: Sequence[str]) -> 
     return references
 
 
-def apply_chart_cluster_role(layout: Layout, kubectl: Kubectl, name: str) -> None:
-    """The chart's ClusterRole ``name`` (e.g. the driver's, which a driver with executor
-    pods is bound to), as ``helm install sluice`` creates it: rendered by the
-    provisioned helm, applied as the stack's admin."""
+RELEASE: Final = "sluice"
+DRIVER_POD_POLICY: Final = f"{RELEASE}-driver-pods"
+"""The chart's ValidatingAdmissionPolicy confining a driver's token to its own
+executor pods, as ``helm install sluice`` names it."""
+POLICY_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+PROBE_USER: Final = "system:serviceaccount:default:probe-driver"
+"""A driver-like account the policy matches; impersonated with ``system:masters`` so
+that RBAC lets the request through to admission."""
+POLICY_TIMEOUT: Final = 60.0
+
+
+def render_chart(layout: Layout, *values: str) -> list[dict[str, Any]]:
+    """``helm template sluice charts/sluice`` with ``--set`` ``values``, by the
+    provisioned helm (never a copy of the chart)."""
     stack.provision(layout, [tools.HELM.name], say=lambda _line: None)
-    helm = tools.helm(layout)
-    rendered = subprocess.run(
-        [str(helm), "template", "sluice", str(CHART)], check=True, capture_output=True, text=True
-    ).stdout
-    [role] = [
-        doc
-        for doc in yaml.safe_load_all(rendered)
-        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == name
-    ]
-    kubectl.apply(role)
+    argv = [str(tools.helm(layout)), "template", RELEASE, str(CHART)]
+    argv += [f"--set={value}" for value in values]
+    rendered = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def apply_driver_rights(layout: Layout, kubectl: Kubectl, cluster_role: str) -> None:
+    """What the chart ships for drivers that run executor pods, as ``helm install``
+    creates it, applied as the stack's admin: the ClusterRole ``cluster_role`` they are
+    bound to, and the admission policy confining them to their own executor pods,
+    bound in every namespace (``clusterWide``: the tests make a namespace each) and
+    waited for until the API server enforces it."""
+    for doc in render_chart(layout, "clusterWide=true"):
+        is_role = doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == cluster_role
+        if is_role or doc["kind"] in POLICY_KINDS:
+            kubectl.apply(doc)
+    deadline = time.monotonic() + POLICY_TIMEOUT
+    while not _refuses_probe(kubectl):
+        if time.monotonic() > deadline:
+            raise stack.StackError(f"{DRIVER_POD_POLICY} not in force after {POLICY_TIMEOUT}s")
+        time.sleep(0.5)
+
+
+def _refuses_probe(kubectl: Kubectl) -> bool:
+    """A server-side dry run (admission runs, nothing is stored) of a pod that is no
+    executor, created by a driver-like account: refused by the policy once in force."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "policy-probe", "namespace": "default"},
+        "spec": {"containers": [{"name": "probe", "image": "probe"}]},
+    }
+    try:
+        kubectl(
+            f"--as={PROBE_USER}",
+            "--as-group=system:masters",
+            "create",
+            "--dry-run=server",
+            "-f",
+            "-",
+            stdin=json.dumps(pod),
+        )
+    except KubectlError as err:
+        return DRIVER_POD_POLICY in str(err)
+    return False
 
 
 def http_ok(url: str) -> bool:

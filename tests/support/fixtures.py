@@ -462,37 +462,14 @@ def driver(
 
 
 @pytest.fixture(scope="session")
-def driver_pod_policy(kube_stack: Layout, helm_binary: Path) -> str:
-    """The chart's admission policy that confines a driver's token to its own
-    executor pods, in force in every namespace (``tests.support.chart``)."""
-    from tests.support.chart import apply_driver_pod_policy
-
-    return apply_driver_pod_policy(kube_stack, helm_binary)
-
-
-@pytest.fixture(scope="session")
-def driver_cluster_role(kube_stack: Layout, helm_binary: Path, driver_pod_policy: str) -> str:
-    """The chart's driver ClusterRole, as ``helm install sluice`` creates it (what a
-    driver with executor pods is bound to): rendered by helm, applied as the admin,
-    with the admission policy the chart ships with it (``driver_pod_policy``)."""
-    from kubernetes import config
-    from kubernetes.client import RbacAuthorizationV1Api
-    from kubernetes.client.exceptions import ApiException
-
+def driver_cluster_role(kube_stack: Layout, helm_binary: Path) -> str:
+    """What ``helm install sluice`` creates for drivers with executor pods: the driver
+    ClusterRole they are bound to and the admission policy confining them to their own
+    executor pods (in force in every namespace), rendered by helm and applied as the
+    admin (``sluice_dev.localcluster``). Returns the ClusterRole's name."""
+    from sluice_dev.kubectl import Kubectl
+    from sluice_dev.localcluster import apply_driver_rights
     from sluice_operator.builders import DRIVER_CLUSTER_ROLE
-    from tests.support.chart import render
 
-    [role] = [
-        doc
-        for doc in render(helm_binary)
-        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == DRIVER_CLUSTER_ROLE
-    ]
-    client = config.new_client_from_config(str(kube_stack.kubeconfig))  # type: ignore[no-untyped-call]
-    rbac = RbacAuthorizationV1Api(client)
-    try:
-        rbac.create_cluster_role(role)
-    except ApiException as err:
-        if err.status != 409:
-            raise
-        rbac.replace_cluster_role(DRIVER_CLUSTER_ROLE, role)
+    apply_driver_rights(kube_stack, Kubectl(kube_stack), DRIVER_CLUSTER_ROLE)
     return DRIVER_CLUSTER_ROLE
