@@ -290,6 +290,7 @@ def summary(runs: Sequence[Comparison]) -> dict[str, Any]:
             for mode in ("local", "executors")
         },
         "overhead_seconds": _median_of([run.overhead_seconds for run in runs]),
+        "overhead_per_run": [run.overhead_seconds for run in runs],
         "throughput_ratio": _median_of([run.throughput_ratio for run in runs]),
     }
 
@@ -327,7 +328,8 @@ def markdown(found: Mapping[str, Any], executors: int) -> str:
         ),
         "",
         f"Per-batch scheduling overhead of executors (median paced batch, executors - local): "
-        f"{_seconds(found['overhead_seconds'])}",
+        f"{_seconds(found['overhead_seconds'])} (median of the runs: "
+        f"{', '.join(_seconds(v) for v in found['overhead_per_run'])})",
     ]
     ratio = found["throughput_ratio"]
     if ratio is not None:

@@ -307,7 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = figures.summary(runs)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     text = figures.markdown(found, s.executors)
-    doc = {"stamp": f"{stamp}-executors", "settings": {**vars(s), "results": str(s.results)}}
+    doc = {
+        "stamp": f"{stamp}-executors",
+        "settings": {**vars(s), "results": str(s.results)},
+        "load_average_at_end": os.getloadavg(),
+    }
     data, table = write({**doc, "summary": found, "runs": details}, text, s.results)
     say(f"results: {data}, {table}")
     print()

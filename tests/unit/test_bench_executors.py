@@ -159,7 +159,7 @@ def test_overhead_is_executors_minus_local_within_a_run_and_the_summary_takes_me
     assert found["throughput_ratio"] == pytest.approx(1.0)
     text = ef.markdown(found, 2)
     assert "median of 3 runs (2 of them exact in both modes)" in text
-    assert "executors - local): 0.500 s" in text
+    assert "executors - local): 0.500 s (median of the runs: 0.500 s, 0.200 s, 1.000 s)" in text
     assert "| paced batch, median | 0.500 s | 1.000 s |" in text
 
 
