@@ -13,8 +13,9 @@ all: test
 
 # Python environment: every third-party distribution from constraints.txt, checked
 # against its hashes (--require-hashes: a distribution without a matching hash is
-# refused, naming it); then the repository's own four, editable and without
-# dependencies, built by the hashed build-constraints.txt; then a check that nothing
+# refused, naming it; pyspark, an sdist, is built by the hashed build-constraints.txt);
+# then the repository's own four, editable and without dependencies, built by the
+# hashed build-constraints.txt too; then a check that nothing
 # they need is missing (a dependency added to a pyproject.toml without `make
 # constraints`). uv itself comes from requirements-uv.txt, by hash too.
 BUILD_HASHES := --build-constraints build-constraints.txt --require-build-hashes
@@ -26,7 +27,8 @@ $(STAMP): pyproject.toml api/pyproject.toml job/pyproject.toml operator/pyprojec
 		-r requirements-uv.txt
 	@# The one distribution of the repository before it was split in three.
 	@$(BIN)/uv pip uninstall -q --python $(BIN)/python sluice 2>/dev/null || true
-	$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes -r constraints.txt
+	$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes $(BUILD_HASHES) \
+		-r constraints.txt
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps $(BUILD_HASHES) \
 		-e ./api -e ./job -e ./operator -e .
 	@$(BIN)/uv pip check -q --python $(BIN)/python

@@ -238,6 +238,9 @@ def test_every_download_of_the_build_is_checked_against_a_committed_hash(
         "--require-hashes",
         "-r",
         f"{own}/requirements.txt",
+        "--build-constraints",
+        "build-constraints.txt",
+        "--require-build-hashes",
     ]
     assert local == [
         "uv",
