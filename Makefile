@@ -7,22 +7,67 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-operator clean
+.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-operator clean
 
 all: test
 
-# Python environment: pinned by constraints.txt, installed editable.
-$(STAMP): pyproject.toml api/pyproject.toml job/pyproject.toml operator/pyproject.toml constraints.txt
+# Python environment: every third-party distribution from constraints.txt, checked
+# against its hashes (--require-hashes: a distribution without a matching hash is
+# refused, naming it; pyspark, an sdist, is built by the hashed build-constraints.txt);
+# then the repository's own four, editable and without dependencies, built by the
+# hashed build-constraints.txt too; then a check that nothing
+# they need is missing (a dependency added to a pyproject.toml without `make
+# constraints`). uv itself comes from requirements-uv.txt, by hash too.
+BUILD_HASHES := --build-constraints build-constraints.txt --require-build-hashes
+$(STAMP): pyproject.toml api/pyproject.toml job/pyproject.toml operator/pyproject.toml \
+		constraints.txt build-constraints.txt requirements-uv.txt
 	@bash stack/scripts/check-prereqs.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements-uv.txt
 	@# The one distribution of the repository before it was split in three.
 	@$(BIN)/uv pip uninstall -q --python $(BIN)/python sluice 2>/dev/null || true
-	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt \
-		-e ./api -e ./job -e ./operator -e '.[dev,bench]'
+	$(BIN)/uv pip install -q --python $(BIN)/python --require-hashes $(BUILD_HASHES) \
+		-r constraints.txt
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps $(BUILD_HASHES) \
+		-e ./api -e ./job -e ./operator -e .
+	@$(BIN)/uv pip check -q --python $(BIN)/python
 	@touch $@
 
 setup: $(STAMP)
+
+# The pins, regenerated with their hashes: constraints.txt (the development
+# environment: the four distributions, every extra), job/requirements.txt and
+# operator/requirements.txt (what each image installs: the same pins and hashes, a
+# subset), build-constraints.txt (the build backends: the repository's packages' and
+# what it needs for editable installs, and the example transform's for `sluice-dev
+# image build`)
+# and requirements-uv.txt (uv). Pins already in a file are kept (uv prefers the
+# versions of the file it writes); to move one, `make constraints
+# UPGRADE='--upgrade-package NAME'`. Needs the package index, not the environment.
+UPGRADE ?=
+OWN := --no-emit-package sluice-api --no-emit-package sluice-job \
+	--no-emit-package sluice-operator --no-emit-package sluice-dev
+COMPILE = $(BIN)/uv pip compile -q --python-version 3.11 --generate-hashes \
+	--custom-compile-command 'make constraints' $(UPGRADE)
+constraints:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check \
+		--require-hashes --no-deps -r requirements-uv.txt
+	printf '%s\n' ./api ./job ./operator '.[dev,bench]' | $(COMPILE) - $(OWN) -o constraints.txt
+	printf '%s\n' ./api ./job | $(COMPILE) - $(OWN) -c constraints.txt -o job/requirements.txt
+	printf '%s\n' ./api ./operator | $(COMPILE) - $(OWN) -c constraints.txt \
+		-o operator/requirements.txt
+	printf '%s\n' hatchling==1.27.0 editables setuptools | $(COMPILE) - -c constraints.txt \
+		-o build-constraints.txt
+	echo uv==$(UV_VERSION) | $(COMPILE) - -o requirements-uv.txt
+
+# Known vulnerabilities in the pinned packages (not part of `make test`: it asks the
+# network): every pin of constraints.txt through pip-audit, findings printed as
+# package, version, id, fixed in; exits non-zero on any finding not listed with a
+# reason in audit-ignore.toml, and on any package that could not be audited.
+audit: setup
+	$(BIN)/python -m sluice_dev.vulnaudit --requirements constraints.txt --ignore audit-ignore.toml
 
 # Servers and tools from Maven Central and the Go module proxy, cached by version.
 provision: setup

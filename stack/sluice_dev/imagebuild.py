@@ -4,13 +4,18 @@ agent, built the way ``examples/custom-transform/Dockerfile`` builds the real on
 The Dockerfile starts ``FROM`` the job image and installs the user's package, without
 dependencies, into the job's virtualenv. Here the job image is the stack's own
 virtualenv (the node agent runs ``python -m sluice_job`` with it), so the build
-installs the package alone (``pip install --no-deps --target``) from a copy of DIR
+installs the package alone (``uv pip install --no-deps --target``) from a copy of DIR
 (the build context: DIR itself is left as it was) into a fresh directory of the stack,
 ``<stack>/images/<name>/<tag>/<build>``, writes the job image's environment there
 (``image.env``: where Spark's Kafka jars are) and registers ``NAME:TAG`` -> that
 directory in the node agent's image file. The agent prepends the directory to the
 ``PYTHONPATH`` of the pod's processes, the driver and Spark's Python workers alike, so
 they import exactly the built code and nothing from DIR.
+
+Nothing is installed that a hash does not vouch for: the package's dependencies are
+not installed at all (the job image provides them), and its build backend must be
+pinned with hashes in build-constraints.txt (``--require-build-hashes``; the
+example's setuptools is), or the build fails naming what is missing.
 
 Rebuilding a tag builds a new directory and then switches the registration to it in
 one atomic replacement of the image file: a pod started from the previous build keeps
@@ -36,6 +41,7 @@ from typing import Final
 
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import Layout
+from sluice_dev.pins import BUILD_CONSTRAINTS
 
 KEEP_BUILDS: Final = 2
 """Builds kept per tag: the registered one and the one before (a pod may still run it)."""
@@ -54,6 +60,8 @@ CONTEXT_IGNORED: Final = (
     ".ruff_cache",
 )
 """Not copied into the build context (what a ``.dockerignore`` usually lists)."""
+UV: Final = Path(sys.executable).parent / "uv"
+"""The environment's uv (``make setup`` installs it by hash from requirements-uv.txt)."""
 
 _HOST: Final = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)"
 _PATH: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
@@ -160,7 +168,7 @@ def build(
     name = build_id(datetime.now(UTC), uuid.uuid4().hex[:6])
     staging = root / f".{name}.tmp"
     try:
-        say(f"installing {source} (pip install --no-deps) into {root / name}")
+        say(f"installing {source} (uv pip install --no-deps) into {root / name}")
         _install(source, staging)
         packages = top_level_modules(staging)
         _check_packages(packages, source)
@@ -176,28 +184,34 @@ def build(
 
 
 def _install(source: Path, target: Path) -> None:
-    """``pip install --no-deps --target`` from a copy of ``source``: pip builds in the
-    tree it is given (``build/``, ``*.egg-info``), and the user's tree stays clean."""
+    """``uv pip install --no-deps --target`` from a copy of ``source``: the build runs
+    in the tree it is given (``build/``, ``*.egg-info``), and the user's tree stays
+    clean. The build backend is installed only if build-constraints.txt pins it by hash."""
     with tempfile.TemporaryDirectory(prefix="sluice-image-") as scratch:
         context = Path(scratch) / "context"
         shutil.copytree(source, context, ignore=shutil.ignore_patterns(*CONTEXT_IGNORED))
         argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-warn-script-location",
-            "--no-deps",
-            "--target",
-            str(target),
+            *(str(UV), "pip", "install", "--quiet", "--python", sys.executable),
+            *("--no-deps", "--target", str(target)),
+            *("--build-constraints", str(BUILD_CONSTRAINTS), "--require-build-hashes"),
             str(context),
         ]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-        raise ImageBuildError(f"pip could not install {source} (exit {done.returncode}):\n{tail}")
+        raise ImageBuildError(install_failure(source, done.returncode, tail))
+
+
+def install_failure(source: Path, code: int, tail: str) -> str:
+    """What a failed install tells the user: for a build backend without a pinned
+    hash, which file pins them and how to add it."""
+    if "no trusted hash" in tail:
+        return (
+            f"{source}: its build backend is not pinned by hash in build-constraints.txt, "
+            "and a build installs nothing unchecked: add it to the `constraints` rule of "
+            f"the Makefile and run `make constraints`.\n{tail}"
+        )
+    return f"uv could not install {source} (exit {code}):\n{tail}"
 
 
 def _check_packages(packages: Sequence[str], source: Path) -> None:

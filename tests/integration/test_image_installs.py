@@ -1,13 +1,17 @@
 """The install steps of Dockerfile.operator and Dockerfile.job, run for real: no image
 can be built here, so this test copies exactly what each Dockerfile COPYs into a
-fresh build directory, runs its ``uv pip install`` line (same extra, same
-constraints.txt) into a fresh virtualenv without pip, and runs the image's
-ENTRYPOINT from that virtualenv, away from the source tree. It catches what a static
-check cannot: a file the wheel needs but the Dockerfile does not copy, an extra that
-does not resolve under the pins, an entrypoint that fails to import.
+fresh build directory, runs the ``uv`` commands of its install (the image's hashed
+list with --require-hashes, the local packages without dependencies and their build
+backend by hash, ``uv pip check``) into a fresh virtualenv without pip, and runs the
+image's ENTRYPOINT from that virtualenv, away from the source tree. It catches what a
+static check cannot: a file the wheel needs but the Dockerfile does not copy, a list
+that does not hold what the packages need, an entrypoint that fails to import. And it
+shows the hashes are required: an altered hash, or a dependency missing from the list,
+fails the install naming the package.
 
 Unlike the Dockerfiles (UV_NO_CACHE=1) it uses uv's cache, so a warm run is fast and
-needs no network. The elapsed time of each install is printed (pytest -s).
+needs no download (the index is still asked for its listings).
+The elapsed time of each install is printed (pytest -s).
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ pytestmark = pytest.mark.integration
 UV = Path(sys.executable).parent / "uv"
 
 
-def build_steps(dockerfile: Path) -> tuple[list[str], str]:
-    """The sources the build stage COPYs, and its ``uv pip install`` command."""
+def build_steps(dockerfile: Path) -> tuple[list[str], list[list[str]]]:
+    """The sources the build stage COPYs, and the ``uv`` commands of its install."""
     text = re.sub(r"\\\n\s*", " ", dockerfile.read_text())
     build = text.split(" AS build", 1)[1].split("\nFROM ", 1)[0]
     sources = [
@@ -43,12 +47,13 @@ def build_steps(dockerfile: Path) -> tuple[list[str], str]:
         for source in shlex.split(line)[1:-1]
     ]
     [install] = [line for line in build.splitlines() if "uv pip install" in line]
-    return sources, install.split("&&", 1)[1].strip()
+    steps = [shlex.split(step) for step in re.split(r"\s*&&\s*", install.removeprefix("RUN "))]
+    return sources, [step for step in steps if step[0] == "uv"]
 
 
-def install(dockerfile: Path, workdir: Path) -> tuple[Path, float]:
-    sources, command = build_steps(dockerfile)
-    src = workdir / "src"
+def copy_sources(dockerfile: Path, src: Path) -> list[list[str]]:
+    """The build context the Dockerfile COPYs, in ``src``; its uv commands."""
+    sources, commands = build_steps(dockerfile)
     for source in sources:
         origin, target = REPO_ROOT / source, src / source
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -56,17 +61,32 @@ def install(dockerfile: Path, workdir: Path) -> tuple[Path, float]:
             shutil.copytree(origin, target, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(origin, target)
-    venv = workdir / "venv"
+    return commands
+
+
+def run_steps(commands: list[list[str]], src: Path, venv: Path) -> subprocess.CompletedProcess[str]:
+    """The Dockerfile's uv commands in order, with this machine's uv and ``venv`` for
+    /opt/venv; stops at the first that fails and returns it."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    argv = shlex.split(command)
-    assert argv[:3] == ["uv", "pip", "install"], command
-    argv = [str(UV), *argv[1:]]
-    argv[argv.index("/opt/venv/bin/python")] = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    done = subprocess.CompletedProcess[str]([], 0, "", "")
+    for command in commands:
+        argv = [str(UV), *command[1:]]
+        argv[argv.index("/opt/venv/bin/python")] = str(venv / "bin" / "python")
+        done = subprocess.run(argv, cwd=src, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            return done
+    return done
+
+
+def install(dockerfile: Path, workdir: Path) -> tuple[Path, float]:
+    commands = copy_sources(dockerfile, workdir / "src")
+    assert [c[:3] for c in commands] == [["uv", "pip", "install"]] * 2 + [["uv", "pip", "check"]]
+    venv = workdir / "venv"
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=src, env=env, capture_output=True, text=True, timeout=900)
+    done = run_steps(commands, workdir / "src", venv)
     elapsed = time.monotonic() - started
-    assert done.returncode == 0, f"{' '.join(argv)}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{' '.join(done.args)}\n{done.stdout}\n{done.stderr}"
     return venv, elapsed
 
 
@@ -134,3 +154,44 @@ def test_job_image_install_steps(tmp_path: Path) -> None:
     assert others == {"sluice_operator": None, "sluice_dev": None}
     version = in_venv(venv, "-c", "import pyspark; print(pyspark.__version__)")
     assert version.stdout.strip() == versions.SPARK
+
+
+def tamper(requirements: Path, package: str) -> str:
+    """Every hash of ``package`` in the file changed (first hex digit); its pin."""
+    text = requirements.read_text()
+    start = text.index(f"\n{package}==") + 1
+    end = text.index("# via", start)
+    block = re.sub(
+        r"sha256:([0-9a-f])", lambda m: "sha256:" + ("1" if m[1] == "0" else "0"), text[start:end]
+    )
+    requirements.write_text(text[:start] + block + text[end:])
+    return text[start:end].split()[0]
+
+
+def test_an_altered_hash_refuses_the_image_install_naming_the_package(tmp_path: Path) -> None:
+    """A distribution whose archive does not match the committed hash (here: the hash
+    changed, as a tampered mirror would change the archive) fails the build, naming
+    it; nothing of the install is left to ship."""
+    commands = copy_sources(REPO_ROOT / "Dockerfile.operator", tmp_path / "src")
+    pin = tamper(tmp_path / "src" / "operator" / "requirements.txt", "kopf")
+    done = run_steps(commands, tmp_path / "src", tmp_path / "venv")
+    assert done.returncode != 0
+    assert f"Hash mismatch for `{pin}`" in done.stderr, done.stderr
+    assert where(tmp_path / "venv", "kopf", "sluice_operator") == {
+        "kopf": None,
+        "sluice_operator": None,
+    }
+
+
+def test_a_dependency_missing_from_the_list_is_refused_naming_it(tmp_path: Path) -> None:
+    """A dependency nobody pinned (a pyproject.toml changed without `make
+    constraints`): the install asks for a hash it does not have and stops."""
+    commands = copy_sources(REPO_ROOT / "Dockerfile.operator", tmp_path / "src")
+    requirements = tmp_path / "src" / "operator" / "requirements.txt"
+    text = requirements.read_text()
+    start = text.index("\ndurationpy==") + 1
+    end = text.index("# via", start)
+    requirements.write_text(text[:start] + text[end:])
+    done = run_steps(commands, tmp_path / "src", tmp_path / "venv")
+    assert done.returncode != 0
+    assert "no trusted hash was provided for: `durationpy`" in done.stderr, done.stderr

@@ -112,6 +112,18 @@ def test_base_images_are_pinned(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [OPERATOR, JOB], ids=lambda p: p.name)
+def test_the_security_guide_pins_every_base_image_by_digest_at_build_time(path: Path) -> None:
+    """No registry is reachable where the Dockerfiles are written, so their base images
+    are tags; docs/security.md gives the command that pins each by digest."""
+    guide = (REPO_ROOT / "docs" / "security.md").read_text()
+    command = guide.split("docker buildx build -f Dockerfile.job", 1)[1].split("```", 1)[0]
+    for arg in (name for name in parse(path).args if name.endswith("_IMAGE")):
+        assert f'--build-arg {arg}="$(digest "$(arg {arg})")"' in command
+    assert "imagetools inspect" in guide
+    assert f"-f {path.name}" in guide
+
+
+@pytest.mark.parametrize("path", [OPERATOR, JOB], ids=lambda p: p.name)
 def test_multi_stage_with_a_final_stage_free_of_build_tools(path: Path) -> None:
     file = parse(path)
     assert len(file.stages) >= 2
@@ -175,7 +187,6 @@ def test_each_image_installs_only_its_own_distributions(
     contract and the driver: never the other side, never the local stack."""
     installs = [r for s in parse(path).stages for r in s.all("RUN") if "uv pip install" in r]
     assert len(installs) == 1
-    assert "--constraint constraints.txt" in installs[0]
     directories = re.findall(r"\s\./(\w+)", installs[0])
     names = [
         tomllib.loads((REPO_ROOT / d / "pyproject.toml").read_text())["project"]["name"]
@@ -186,6 +197,73 @@ def test_each_image_installs_only_its_own_distributions(
     assert not any(source.startswith("stack") for source in copied), copied
     other = "job" if "sluice-operator" in distributions else "operator"
     assert not any(source.startswith(other) for source in copied), copied
+
+
+def uv_commands(run: str) -> list[list[str]]:
+    """The ``uv ...`` commands of a RUN line, each as its words."""
+    return [shlex.split(c) for c in re.split(r"\s*&&\s*", run) if c.strip().startswith("uv ")]
+
+
+@pytest.mark.parametrize(
+    ("path", "own"), [(OPERATOR, "operator"), (JOB, "job")], ids=["operator", "job"]
+)
+def test_every_download_of_the_build_is_checked_against_a_committed_hash(
+    path: Path, own: str
+) -> None:
+    """uv from requirements-uv.txt; third-party distributions only from the image's
+    hashed list with --require-hashes (none without a matching hash); the local
+    packages without dependencies, their build backend by hash; then ``uv pip check``.
+    Any other ``pip install`` or ``uv pip install`` in the file is a download unchecked."""
+    file = parse(path)
+    runs = [r for s in file.stages for r in s.all("RUN")]
+    [bootstrap] = [r for r in runs if "pip install" in r and "uv pip" not in r]
+    assert shlex.split(bootstrap) == [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--require-hashes",
+        "--no-deps",
+        "-r",
+        "requirements-uv.txt",
+    ]
+    [install] = [r for r in runs if "uv pip install" in r]
+    third_party, local, check = uv_commands(install)
+    venv = ["--python", "/opt/venv/bin/python"]
+    assert third_party == [
+        "uv",
+        "pip",
+        "install",
+        *venv,
+        "--require-hashes",
+        "-r",
+        f"{own}/requirements.txt",
+        "--build-constraints",
+        "build-constraints.txt",
+        "--require-build-hashes",
+    ]
+    assert local == [
+        "uv",
+        "pip",
+        "install",
+        *venv,
+        "--no-deps",
+        "--build-constraints",
+        "build-constraints.txt",
+        "--require-build-hashes",
+        "./api",
+        f"./{own}",
+    ]
+    assert check == ["uv", "pip", "check", *venv]
+    copied = {
+        w
+        for s in file.stages
+        for c in s.all("COPY")
+        if "--from" not in c
+        for w in shlex.split(c)[:-1]
+    }
+    assert {"requirements-uv.txt", "build-constraints.txt", f"{own}/requirements.txt"} <= copied
+    assert "constraints.txt" not in copied, "the image's own list, not the whole environment"
 
 
 def test_the_operator_image_runs_what_the_chart_runs() -> None:

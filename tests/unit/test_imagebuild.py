@@ -15,6 +15,7 @@ from sluice_dev.imagebuild import (
     build_id,
     build_root,
     image_env_text,
+    install_failure,
     parse_reference,
     stale_builds,
     top_level_modules,
@@ -128,3 +129,12 @@ def test_a_manifest_is_pointed_at_the_local_stack_keeping_its_image_and_transfor
         ["CREATE", "KEYSPACE"],
         ["CREATE", "TABLE"],
     ]
+
+
+def test_a_build_backend_without_a_pinned_hash_says_where_to_pin_it() -> None:
+    tail = "error: Hash-checking is required, but no trusted hash was provided for: `flit-core`"
+    message = install_failure(Path("/src/pkg"), 2, tail)
+    assert "not pinned by hash in build-constraints.txt" in message
+    assert "make constraints" in message
+    assert "`flit-core`" in message
+    assert install_failure(Path("/src/pkg"), 1, "boom").startswith("uv could not install /src/pkg")
