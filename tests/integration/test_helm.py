@@ -282,6 +282,9 @@ def test_install_reconcile_upgrade_uninstall(
     assert not can("create", "roles", watched)
     assert not can("create", "configmaps", watched)
     assert not can("patch", "pods", watched)
+    # The cluster id: the kube-system Namespace's UID, readable by that name only.
+    assert can("get", "namespaces/kube-system", watched)
+    assert not can("get", "namespaces/default", watched)
 
     # reconcile ---------------------------------------------------------------------------
     pipeline = Pipeline(custom, core, watched, "kpis")
@@ -294,6 +297,8 @@ def test_install_reconcile_upgrade_uninstall(
     driver = pipeline.live_pods()
     assert [p.metadata.name for p in driver] == [naming.driver_pod("kpis", 1)]
     assert driver[0].spec.service_account_name == naming.service_account("kpis")
+    env = {e.name: e.value for e in driver[0].spec.containers[0].env}
+    assert env["SLUICE_CLUSTER_ID"] == core.read_namespace("kube-system").metadata.uid
     scraped = http_get(port, "/metrics")[1]
     assert (
         f'sluice_operator_pipeline_phase{{phase="Running",pipeline="{watched}/kpis"}} 1.0'
