@@ -252,12 +252,11 @@ class CheckpointStore:
     def _adopt(self, epoch: int) -> bool:
         """Adopt the legacy row if this key has none; whether this driver's row was
         made by it (then the claim is done)."""
-        if self.legacy is None:
+        if self.legacy is None or self._row(self.pipeline) is not None:
             return False
-        own_row = self._row(self.pipeline) is not None
         for _ in range(3):  # a refused fence is decided again from what it saw
             legacy = self._row(self.legacy)
-            step = next_step(own_row, _legacy(legacy), self.pipeline, self.owner, epoch)
+            step = next_step(False, _legacy(legacy), self.pipeline, self.owner, epoch)
             if step is Step.FENCE:
                 if not self._fence_legacy(epoch, legacy.adopted_by):
                     continue
@@ -294,8 +293,16 @@ class CheckpointStore:
         """Copy the fenced legacy row (read again: it no longer moves) and its last
         history row under this key."""
         row = self._row(self.legacy or "")
-        if row is None or row.owner != self.owner or row.epoch != epoch:
-            return False  # a newer driver took it meanwhile; claiming tells
+        if row is None:  # deleted meanwhile (a checkpoint reset by hand): nothing to adopt
+            return False
+        if row.owner != self.owner or row.epoch != epoch:
+            # A newer driver of this cluster fenced it meanwhile and copies it: making
+            # a fresh row here would have it resume from nothing.
+            raise FencedError(
+                f"legacy checkpoint {self.legacy} was taken over by epoch {row.epoch} "
+                f"(this driver has epoch {epoch})",
+                held_by=int(row.epoch),
+            )
         if row.format > ROW_FORMAT:
             raise CheckpointError(
                 f"legacy checkpoint {self.legacy} has row format {row.format}; this driver "

@@ -139,6 +139,25 @@ def test_a_driver_that_died_between_fence_and_copy_leaves_the_adoption_to_the_ne
     assert resumed.planned == batch(3, 200, 300, 1003)
 
 
+def test_a_driver_overtaken_between_fence_and_copy_is_fenced_and_makes_no_row(
+    store: Callable[..., CheckpointStore], cassandra: Any, cassandra_keyspace: str
+) -> None:
+    """Driver X (epoch 2) fences the legacy row; driver Y (epoch 3) fences it again
+    before X copies it. X must leave (a fresh row of X's would have Y start from
+    nothing), and Y adopts the positions."""
+    legacy_driver(store)
+    x = store(key("cluster-a"))
+    assert x._fence_legacy(2, None)
+    before = state.checkpoint_row(cassandra, cassandra_keyspace, LEGACY)
+    y = store(key("cluster-a"))
+    assert y._fence_legacy(3, key("cluster-a"))
+    with pytest.raises(FencedError) as fenced:
+        x._copy_legacy(2, before)
+    assert fenced.value.held_by == 3
+    assert state.checkpoint_row(cassandra, cassandra_keyspace, key("cluster-a")) is None
+    assert y.claim(3).positions == {TP: 200}
+
+
 def test_two_clusters_keep_apart_and_never_fence_each_other(
     store: Callable[..., CheckpointStore], cassandra: Any, cassandra_keyspace: str
 ) -> None:

@@ -44,7 +44,17 @@ pytestmark = pytest.mark.integration
 
 CHART = REPO_ROOT / "charts" / "sluice"
 OPERATOR_IMAGE = "sluice-test/operator"
-OPERATOR_ROOT = REPO_ROOT / "operator"
+
+
+def operator_root(where: Path) -> Path:
+    """A code root holding what Dockerfile.operator installs, sluice_operator and
+    sluice_api, from this checkout: the node agent passes no PYTHONPATH to pods, so
+    with the operator's directory alone a pod would import sluice_api from wherever
+    the venv was installed from (another checkout's, older)."""
+    where.mkdir()
+    for package in ("operator/sluice_operator", "api/sluice_api"):
+        (where / Path(package).name).symlink_to(REPO_ROOT / package)
+    return where
 
 
 @pytest.fixture
@@ -217,8 +227,9 @@ def test_install_reconcile_upgrade_uninstall(
     api: Any,
     namespace: str,
     watched: str,
+    tmp_path: Path,
 ) -> None:
-    nodeagent.register_image(agent_stack, OPERATOR_IMAGE, OPERATOR_ROOT)
+    nodeagent.register_image(agent_stack, OPERATOR_IMAGE, operator_root(tmp_path / "image"))
     release, port = release_name(), free_port()
     values = [
         f"--set=image.repository={OPERATOR_IMAGE}",
