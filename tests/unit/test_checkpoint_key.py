@@ -139,3 +139,16 @@ def test_the_driver_gets_the_cluster_id_beside_its_pipeline_identity() -> None:
         "team-a",
         "orders",
     )
+
+
+def test_the_checkpoint_schema_is_printed_for_an_administrator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sluice_job import cli
+
+    assert cli.main(["--checkpoint-schema", "team_a_sluice"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("CREATE TABLE IF NOT EXISTS team_a_sluice.") == 4
+    assert "ADD IF NOT EXISTS adopted_by text;" in printed
+    assert cli.main(["--checkpoint-schema", "team-a; DROP KEYSPACE x"]) == 2
+    assert "is not a Cassandra keyspace name" in capsys.readouterr().err
