@@ -168,6 +168,7 @@ def start_sluice(
         "SLUICE_CONFIG": json.dumps(pipeline_spec(target)),
         "SLUICE_PIPELINE": pipeline,
         "SLUICE_NAMESPACE": namespace,
+        "SLUICE_CLUSTER_ID": "bench",
         "SLUICE_EPOCH": "1",
         "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{pipeline}.termination.json"),
     }

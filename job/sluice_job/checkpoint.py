@@ -16,6 +16,11 @@ from it. Every write to that row is a lightweight transaction (Paxos):
   commit, once per reset id;
 * ``release`` marks a clean stop.
 
+The row's key is ``<cluster>/<namespace>/<name>`` (``sluice_api.cluster``), so two
+Kubernetes clusters sharing a keyspace never share a row; a row keyed the legacy way
+(``<namespace>/<name>``, before cluster ids) is adopted once by the first claim that
+finds no row of its own (``adoption``).
+
 An LWT is never retried after a timeout: a retried compare-and-set can apply twice.
 The outcome of a timed-out commit is resolved by a SERIAL read, which also finishes
 any Paxos round still in flight. Applied commits are recorded in a batch history
@@ -40,7 +45,8 @@ from cassandra import ConsistencyLevel, OperationTimedOut, WriteTimeout
 from cassandra.cluster import NoHostAvailable, Session
 from cassandra.query import PreparedStatement
 
-from sluice_job import failpoints, offsets
+from sluice_job import checkpoint_schema, failpoints, logs, offsets
+from sluice_job.adoption import Legacy, Step, next_step
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.planner import Skip
 
@@ -130,9 +136,13 @@ class CheckpointStore:
     session: Session
     keyspace: str
     pipeline: str
+    """The key of this pipeline's rows (``sluice_api.cluster.checkpoint_key``)."""
     code_version: str
     history_ttl: int = 30 * 24 * 3600
     owner: uuid.UUID = field(default_factory=uuid.uuid4)
+    legacy: str | None = None
+    """The key the pipeline had before cluster ids, whose row ``claim`` adopts when
+    there is no row under ``pipeline`` (``adoption``); ``None``: adopt nothing."""
     commit_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=100_000))
     _epoch: int | None = None
     _batch_id: int = 0
@@ -162,7 +172,7 @@ class CheckpointStore:
             self.session.execute(
                 f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {create_with}", timeout=60
             )
-        for cql in schema_statements(ks):
+        for cql in checkpoint_schema.missing(ks, self._existing_tables()):
             self.session.execute(cql, timeout=60)
         self.session.execute(
             f"INSERT INTO {ks}.schema_version (component, version) VALUES ('checkpoint', %s)"
@@ -179,6 +189,18 @@ class CheckpointStore:
             )
         self._prepare()
 
+    def _existing_tables(self) -> dict[str, set[str]]:
+        """The keyspace's tables and their columns, as ``system_schema`` lists them
+        (readable by every role)."""
+        rows = self.session.execute(
+            "SELECT table_name, column_name FROM system_schema.columns WHERE keyspace_name = %s",
+            (self.keyspace,),
+        )
+        tables: dict[str, set[str]] = {}
+        for row in rows:
+            tables.setdefault(row.table_name, set()).add(row.column_name)
+        return tables
+
     def _keyspace_exists(self) -> bool:
         found = self.session.execute(
             "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s",
@@ -190,22 +212,13 @@ class CheckpointStore:
 
     def claim(self, epoch: int) -> Checkpoint:
         """Take the pipeline for ``epoch``; raises :class:`FencedError` if the stored
-        epoch is the same or newer."""
+        epoch is the same or newer. Safe to call again after an uncertain write: an
+        earlier attempt of this driver that landed unseen counts as its claim."""
+        adopted = self._adopt(epoch)
         self._backfill_history()
         now = _now()
-        inserted = self._lwt(
-            "insert",
-            (self.pipeline, ROW_FORMAT, epoch, self.owner, 0, "{}", self.code_version, now),
-        )
-        if not inserted.was_applied:
-            update = self._lwt("claim", (epoch, self.owner, now, self.pipeline, epoch))
-            if not update.was_applied:
-                current = update.one()
-                raise FencedError(
-                    f"pipeline {self.pipeline} is held by epoch {current.epoch} "
-                    f"(this driver has epoch {epoch})",
-                    held_by=int(current.epoch),
-                )
+        if not adopted:
+            self._take(epoch, now)
         checkpoint = self.load(serial=True)
         if checkpoint.owner != self.owner:
             raise FencedError(f"pipeline {self.pipeline} was claimed by a newer epoch")
@@ -216,6 +229,127 @@ class CheckpointStore:
             (self.pipeline, epoch, self.owner, self.code_version, checkpoint.batch_id, now),
         )
         return checkpoint
+
+    def _take(self, epoch: int, now: datetime) -> None:
+        inserted = self._lwt(
+            "insert",
+            (self.pipeline, ROW_FORMAT, epoch, self.owner, 0, "{}", self.code_version, now),
+        )
+        if inserted.was_applied:
+            return
+        if self._lwt("claim", (epoch, self.owner, now, self.pipeline, epoch)).was_applied:
+            return
+        current = self.load(serial=True)
+        if current.owner != self.owner or current.epoch != epoch:
+            raise FencedError(
+                f"pipeline {self.pipeline} is held by epoch {current.epoch} "
+                f"(this driver has epoch {epoch})",
+                held_by=current.epoch,
+            )
+
+    # -- adopting a legacy row (see ``adoption``) -------------------------------
+
+    def _adopt(self, epoch: int) -> bool:
+        """Adopt the legacy row if this key has none; whether this driver's row was
+        made by it (then the claim is done)."""
+        if self.legacy is None or self._row(self.pipeline) is not None:
+            return False
+        for _ in range(3):  # a refused fence is decided again from what it saw
+            legacy = self._row(self.legacy)
+            step = next_step(False, _legacy(legacy), self.pipeline, self.owner, epoch)
+            if step is Step.FENCE:
+                if not self._fence_legacy(epoch, legacy.adopted_by):
+                    continue
+                step = Step.COPY
+            return self._after(step, epoch, legacy)
+        raise CheckpointError(f"legacy checkpoint {self.legacy} kept changing under adoption")
+
+    def _after(self, step: Step, epoch: int, before: Any) -> bool:
+        if step is Step.NOTHING:
+            return False
+        if step is Step.ELSEWHERE:
+            logs.event(
+                "legacy checkpoint adopted elsewhere",
+                level=30,
+                legacy=self.legacy,
+                adopted_by=before.adopted_by,
+                key=self.pipeline,
+                message="another cluster adopted the legacy row; this one starts afresh",
+            )
+            return False
+        if step is Step.FENCED:
+            raise FencedError(
+                f"legacy checkpoint {self.legacy} is held by epoch {before.epoch} "
+                f"(this driver has epoch {epoch})",
+                held_by=int(before.epoch),
+            )
+        return self._copy_legacy(epoch, before)
+
+    def _fence_legacy(self, epoch: int, adopted_by: str | None) -> bool:
+        params = (epoch, self.owner, self.pipeline, _now(), self.legacy, epoch, adopted_by)
+        return bool(self._lwt("legacy_fence", params).was_applied)
+
+    def _copy_legacy(self, epoch: int, before: Any) -> bool:
+        """Copy the fenced legacy row (read again: it no longer moves) and its last
+        history row under this key."""
+        row = self._row(self.legacy or "")
+        if row is None:  # deleted meanwhile (a checkpoint reset by hand): nothing to adopt
+            return False
+        if row.owner != self.owner or row.epoch != epoch:
+            # A newer driver of this cluster fenced it meanwhile and copies it: making
+            # a fresh row here would have it resume from nothing.
+            raise FencedError(
+                f"legacy checkpoint {self.legacy} was taken over by epoch {row.epoch} "
+                f"(this driver has epoch {epoch})",
+                held_by=int(row.epoch),
+            )
+        if row.format > ROW_FORMAT:
+            raise CheckpointError(
+                f"legacy checkpoint {self.legacy} has row format {row.format}; this driver "
+                f"reads up to {ROW_FORMAT}: upgrade the job image"
+            )
+        params = (
+            *(self.pipeline, row.format, epoch, self.owner, row.batch_id, row.offsets),
+            *(row.code_version, _now(), row.planned_id, row.planned, row.last_ranges),
+            *(row.last_records, row.last_started_at, row.write_version, row.applied_resets),
+            *(row.last_reset, self.legacy),
+        )
+        inserted = bool(self._lwt("adopt", params).was_applied)
+        if inserted:
+            self._copy_last_history(row.batch_id)
+            logs.event(
+                "adopted legacy checkpoint",
+                legacy=self.legacy,
+                key=self.pipeline,
+                epoch=epoch,
+                held_by_epoch=before.epoch,
+                batch_id=row.batch_id,
+                offsets=json.loads(row.offsets),
+            )
+        return inserted
+
+    def _copy_last_history(self, batch_id: int) -> None:
+        """The history row of the adopted batch, as its driver wrote it (the claim's
+        backfill writes it from the row when that driver died before writing it)."""
+        statement = self._statements["history_row"]
+        found = self.session.execute(statement, (self.legacy, batch_id)).one()
+        if found is None:
+            return
+        self._record(
+            found.batch_id,
+            found.epoch,
+            found.owner,
+            found.code_version or "",
+            found.ranges,
+            found.records or 0,
+            found.started_at,
+            found.committed_at,
+            lost=found.lost,
+            reset=found.reset,
+        )
+
+    def _row(self, key: str) -> Any:
+        return self.session.execute(self._statements["adoption_load"], (key,)).one()
 
     def plan(self, batch: Batch) -> None:
         """Write ahead the ranges of the next batch, before reading them."""
@@ -437,36 +571,14 @@ class CheckpointStore:
     def _prepare(self) -> None:
         for name, cql in statements(self.keyspace).items():
             self._statements[name] = self.session.prepare(cql)
-        self._statements["load_serial"].consistency_level = ConsistencyLevel.SERIAL
+        for name in ("load_serial", "adoption_load"):
+            self._statements[name].consistency_level = ConsistencyLevel.SERIAL
 
 
-def schema_statements(ks: str) -> list[str]:
-    return [
-        f"CREATE TABLE IF NOT EXISTS {ks}.schema_version (component text PRIMARY KEY, version int)",
-        f"""CREATE TABLE IF NOT EXISTS {ks}.checkpoints (
-            pipeline text PRIMARY KEY, format int, epoch bigint, owner uuid,
-            batch_id bigint, offsets text, code_version text, updated_at timestamp,
-            released boolean, planned_id bigint, planned text, last_ranges text,
-            last_records bigint, last_started_at timestamp, write_version bigint)""",
-        f"""CREATE TABLE IF NOT EXISTS {ks}.batches (
-            pipeline text, batch_id bigint, epoch bigint, owner uuid, code_version text,
-            ranges text, records bigint, started_at timestamp, committed_at timestamp,
-            lost text,
-            PRIMARY KEY (pipeline, batch_id)) WITH CLUSTERING ORDER BY (batch_id DESC)""",
-        # The offsets retention deleted from a recovered batch (tables made before it).
-        f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS lost text",
-        # The last committed batch's write version (rows made before versions).
-        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS write_version bigint",
-        # Offset resets: the ids applied, the last one's record (for its history row),
-        # and the reset column of the history (tables made before resets).
-        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS applied_resets set<text>",
-        f"ALTER TABLE {ks}.checkpoints ADD IF NOT EXISTS last_reset text",
-        f"ALTER TABLE {ks}.batches ADD IF NOT EXISTS reset text",
-        f"""CREATE TABLE IF NOT EXISTS {ks}.claims (
-            pipeline text, epoch bigint, owner uuid, code_version text,
-            batch_id_at_claim bigint, claimed_at timestamp,
-            PRIMARY KEY (pipeline, epoch)) WITH CLUSTERING ORDER BY (epoch DESC)""",
-    ]
+def _legacy(row: Any) -> Legacy | None:
+    if row is None:
+        return None
+    return Legacy(int(row.epoch or 0), row.owner, row.adopted_by)
 
 
 LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
@@ -501,6 +613,17 @@ def statements(ks: str) -> dict[str, str]:
             code_version, ranges, records, started_at, committed_at, lost, reset) VALUES
             (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
         "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
+        "history_row": f"SELECT * FROM {ks}.batches WHERE pipeline = ? AND batch_id = ?",
+        "adoption_load": f"""SELECT format, epoch, owner, batch_id, offsets, code_version,
+            planned_id, planned, last_ranges, last_records, last_started_at, write_version,
+            applied_resets, last_reset, adopted_by FROM {ks}.checkpoints WHERE pipeline = ?""",
+        "legacy_fence": f"""UPDATE {ks}.checkpoints SET epoch = ?, owner = ?, adopted_by = ?,
+            updated_at = ? WHERE pipeline = ? IF epoch < ? AND adopted_by = ?""",
+        "adopt": f"""INSERT INTO {ks}.checkpoints (pipeline, format, epoch, owner, batch_id,
+            offsets, code_version, updated_at, released, planned_id, planned, last_ranges,
+            last_records, last_started_at, write_version, applied_resets, last_reset,
+            adopted_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            IF NOT EXISTS""",
         "last_batch": f"""SELECT batch_id, epoch, owner, code_version, updated_at, last_ranges,
             last_records, last_started_at, last_reset FROM {ks}.checkpoints WHERE pipeline = ?""",
     }

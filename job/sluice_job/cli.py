@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
@@ -19,14 +20,19 @@ from types import FrameType
 
 from sluice_api import env, termination
 from sluice_api.exitcodes import ExitCode
+from sluice_job import checkpoint_schema, executor_backend, logs, offsets
 from sluice_job import config as driver_config
-from sluice_job import executor_backend, logs, offsets
 from sluice_job.runner import Progress
 
+KEYSPACE = re.compile(r"^[A-Za-z0-9_]{1,48}$")
 EPILOG = """\
 configuration: the pipeline spec as JSON, from --config FILE or the SLUICE_CONFIG
 environment variable (the operator sets it), with SLUICE_PIPELINE, SLUICE_NAMESPACE
-and SLUICE_EPOCH naming the pipeline and this driver's epoch.
+SLUICE_CLUSTER_ID and SLUICE_EPOCH naming the pipeline, its cluster and this driver's
+epoch.
+
+`--checkpoint-schema KEYSPACE` prints the CQL that makes the checkpoint tables, for an
+administrator who creates them before granting a pipeline's role SELECT and MODIFY.
 
 exit codes: 0 clean stop, 1 failure, 2 invalid configuration, 3 fenced by a newer epoch.
 
@@ -44,6 +50,11 @@ def parser() -> argparse.ArgumentParser:
     )
     result.add_argument("--config", metavar="FILE", type=Path, help="pipeline spec as JSON")
     result.add_argument(
+        "--checkpoint-schema",
+        metavar="KEYSPACE",
+        help="print the CQL of the checkpoint tables in KEYSPACE and exit",
+    )
+    result.add_argument(
         "role",
         nargs="?",
         choices=[executor_backend.ROLE],
@@ -54,6 +65,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.checkpoint_schema:
+        if not KEYSPACE.match(args.checkpoint_schema):
+            print(
+                f"sluice_job: --checkpoint-schema {args.checkpoint_schema!r} is not a "
+                "Cassandra keyspace name (letters, digits, _; at most 48)",
+                file=sys.stderr,
+            )
+            return int(ExitCode.INVALID_CONFIG)
+        for statement in checkpoint_schema.statements(args.checkpoint_schema):
+            print(f"{statement};")
+        return 0
     if args.role == executor_backend.ROLE:
         try:
             executor_backend.run(os.environ)

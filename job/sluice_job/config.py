@@ -1,8 +1,8 @@
 """The driver's configuration: the pipeline spec plus who this driver is.
 
 The operator passes the spec as JSON in ``SLUICE_CONFIG`` and the identity in
-``SLUICE_PIPELINE``, ``SLUICE_NAMESPACE`` and ``SLUICE_EPOCH``; ``--config FILE``
-replaces ``SLUICE_CONFIG`` for local runs. Anything wrong raises
+``SLUICE_PIPELINE``, ``SLUICE_NAMESPACE``, ``SLUICE_CLUSTER_ID`` and ``SLUICE_EPOCH``;
+``--config FILE`` replaces ``SLUICE_CONFIG`` for local runs. Anything wrong raises
 :class:`ConfigError` whose message names the field, and the driver exits 2.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sluice_api import cluster
 from sluice_api import env as names
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
@@ -32,6 +33,8 @@ class ConfigError(ValueError):
 class DriverConfig:
     pipeline: str
     namespace: str
+    cluster_id: str
+    """The cluster the operator runs in (``sluice_api.cluster``)."""
     epoch: int
     spec: PipelineSpec
     code_version: str
@@ -45,8 +48,19 @@ class DriverConfig:
 
     @property
     def pipeline_id(self) -> str:
-        """The checkpoint key: unique per pipeline in a cluster."""
+        """The pipeline in its cluster, ``namespace/name``: the ``pipeline`` label of
+        its metrics and the header of its dead letters (unchanged by cluster ids)."""
         return f"{self.namespace}/{self.pipeline}"
+
+    @property
+    def checkpoint_key(self) -> str:
+        """The key of its checkpoint rows: unique per pipeline across clusters."""
+        return cluster.checkpoint_key(self.cluster_id, self.namespace, self.pipeline)
+
+    @property
+    def legacy_checkpoint_key(self) -> str:
+        """The key drivers used before cluster ids, adopted once (``checkpoint``)."""
+        return cluster.legacy_checkpoint_key(self.namespace, self.pipeline)
 
 
 def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfig:
@@ -60,6 +74,7 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         pipeline=_name(env, names.PIPELINE),
         namespace=_name(env, names.NAMESPACE, default="default"),
         epoch=_integer(env, names.EPOCH, minimum=1),
+        cluster_id=_cluster_id(env),
         spec=spec,
         code_version=env.get(names.CODE_VERSION, spec.image),
         termination_log=Path(env.get(names.TERMINATION_LOG, names.DEFAULT_TERMINATION_LOG)),
@@ -112,6 +127,13 @@ def _name(env: Mapping[str, str], key: str, default: str | None = None) -> str:
     if not NAME.match(value) or len(value) > 63:
         raise ConfigError(f"{key}={value!r} is not a valid Kubernetes name")
     return value
+
+
+def _cluster_id(env: Mapping[str, str]) -> str:
+    try:
+        return cluster.cluster_id(env.get(names.CLUSTER_ID, ""), names.CLUSTER_ID)
+    except cluster.ClusterIdError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _integer(env: Mapping[str, str], key: str, minimum: int) -> int:

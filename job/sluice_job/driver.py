@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Mapping
 
+from cassandra import Unauthorized
 from cassandra.cluster import NoHostAvailable
 
 from sluice_api import env as env_names
@@ -22,6 +23,7 @@ from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
 from sluice_api.termination import write as write_termination
 from sluice_job import (
+    cassandra_access,
     deadletter,
     logs,
     metrics,
@@ -71,6 +73,11 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         TlsMaterialError,
     ) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
+    except Unauthorized as err:
+        denied = cassandra_access.AccessDeniedError(
+            cassandra_access.describe(str(err), _keyspace_fields(cfg))
+        )
+        return _failed(ExitCode.INVALID_CONFIG, "CassandraAccessDenied", denied, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
         points = ", ".join(cfg.spec.checkpoint.cassandra.contact_points)
         named = RuntimeError(f"Cassandra checkpoint store at {points}: {err}")
@@ -106,9 +113,10 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     store = CheckpointStore(
         session,
         checkpoint.keyspace,
-        cfg.pipeline_id,
+        cfg.checkpoint_key,
         cfg.code_version,
         history_ttl=checkpoint.history_ttl_seconds,
+        legacy=cfg.legacy_checkpoint_key,
     )
     replication = checkpoint.replication.cql() if checkpoint.replication else None
     create_with = replication if checkpoint.create_keyspace else None
@@ -181,6 +189,15 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         cfg.epoch,
         offsets.to_json(progress.positions),
     )
+
+
+def _keyspace_fields(cfg: DriverConfig) -> dict[str, str]:
+    """The spec field of each Cassandra keyspace the pipeline names."""
+    fields = {cfg.spec.checkpoint.cassandra.keyspace: "checkpoint.cassandra.keyspace"}
+    sink = cfg.spec.sink.cassandra
+    if sink is not None and sink.keyspace not in fields:
+        fields[sink.keyspace] = "sink.cassandra.keyspace"
+    return fields
 
 
 def _metrics(cfg: DriverConfig) -> metrics.PrometheusObserver:

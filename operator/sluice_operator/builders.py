@@ -68,6 +68,9 @@ class Owner:
     name: str
     namespace: str
     uid: str
+    cluster: str
+    """The cluster the operator runs in (``sluice_api.cluster``): the driver keys its
+    checkpoint by it."""
 
     def reference(self) -> dict[str, Any]:
         return {
@@ -191,6 +194,7 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         {"name": env_names.CONFIG, "value": json.dumps(config, sort_keys=True)},
         {"name": env_names.PIPELINE, "value": owner.name},
         {"name": env_names.NAMESPACE, "value": owner.namespace},
+        {"name": env_names.CLUSTER_ID, "value": owner.cluster},
         {"name": env_names.EPOCH, "value": str(epoch)},
         {"name": env_names.CODE_VERSION, "value": spec.image},
         {"name": env_names.METRICS_PORT, "value": str(METRICS_PORT)},

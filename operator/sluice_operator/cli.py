@@ -20,7 +20,9 @@ from typing import TextIO
 import kopf
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from sluice_api.cluster import ClusterIdError
 from sluice_api.logformat import JsonFormatter
+from sluice_operator import clusterid
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, Label
 
@@ -74,6 +76,15 @@ def parser() -> argparse.ArgumentParser:
             "spark.pod.serviceAccountName (default: none; drivers run as their own account)"
         ),
     )
+    result.add_argument(
+        "--cluster-name",
+        default="",
+        metavar="NAME",
+        help=(
+            "this cluster's identity in drivers' checkpoint keys (default: the UID of the "
+            "kube-system Namespace)"
+        ),
+    )
     result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
 
@@ -93,6 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(logging.DEBUG if args.verbose else logging.INFO)
     from sluice_operator import handlers  # registers the handlers with kopf
 
+    kube = handlers.kube()
+    try:
+        cluster_id = clusterid.resolve(args.cluster_name, kube.namespace_uid)
+    except (clusterid.ClusterIdUnknownError, ClusterIdError) as err:
+        logging.getLogger("sluice_operator").error("%s", err)
+        return 2
+    logging.getLogger("sluice_operator").info("cluster id %s", cluster_id)
     handlers.SETTINGS = dataclasses.replace(
         handlers.SETTINGS,
         secret_label=Label.parse(args.secret_label),
@@ -100,8 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver_service_accounts=frozenset(
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()
         ),
+        cluster_id=cluster_id,
     )
-    kube = handlers.kube()
     leading = threading.Event()
     if args.http_port:
         _serve_http(args.http_host, args.http_port, leading)

@@ -86,6 +86,10 @@ class Settings:
     """The ClusterRole a driver with executors is bound to in its namespace."""
     driver_service_accounts: frozenset[str] = frozenset()
     """ServiceAccounts a pipeline may name in ``spark.pod.serviceAccountName``."""
+    cluster_id: str = ""
+    """The cluster the operator runs in (``sluice_api.cluster``), passed to drivers for
+    their checkpoint key; ``python -m sluice_operator`` always resolves one
+    (``cluster.resolve``)."""
 
 
 DEFAULTS = Settings()
@@ -394,7 +398,7 @@ def _start(
                 status, rollback.ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
             ),
         )
-    owner = builders.Owner(obs.name, obs.namespace, obs.uid)
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
     status = replace(
         status,
         phase=phase,

@@ -16,6 +16,7 @@ until every driver has stopped cleanly.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from typing import Any
 
 import kopf
 
-from sluice_operator import bells, naming, watched
+from sluice_operator import bells, clusterid, naming, watched
 from sluice_operator.actions import Decision
 from sluice_operator.decide import Settings
 from sluice_operator.kube import Kube
@@ -58,6 +59,11 @@ def kube() -> Kube:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global SETTINGS
+    if not SETTINGS.cluster_id:  # run as `kopf run -m sluice_operator.handlers`
+        SETTINGS = dataclasses.replace(
+            SETTINGS, cluster_id=clusterid.resolve("", kube().namespace_uid)
+        )
     settings.posting.level = 30  # kopf's own events: warnings and errors only
     settings.persistence.finalizer = "sluice.dev/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sluice.dev")

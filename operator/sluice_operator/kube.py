@@ -70,6 +70,11 @@ class Kube:
 
     # -- observe ---------------------------------------------------------------
 
+    def namespace_uid(self, name: str) -> str:
+        """The UID of Namespace ``name`` (``kube-system``'s names the cluster)."""
+        found = self.core.read_namespace(name)
+        return str(found.metadata.uid if found.metadata else "")
+
     def pipeline(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pipeline as stored now (kopf's copy may predate our last status write)."""
         try:

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import yaml
 
+from sluice_api import cluster
 from sluice_dev import localcluster, ports, stack
 from sluice_dev.events import EventFactory, normalised_page
 from sluice_dev.kubectl import Kubectl
@@ -100,7 +101,7 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     say(f"4/8 topics {topic} and {dead_letters}, table {KEYSPACE}.page_kpis")
     ensure_topic(BOOTSTRAP, topic, 4)
     ensure_topic(BOOTSTRAP, dead_letters, 1)
-    cassandra = Cassandra()
+    cassandra = Cassandra(kubectl.cluster_id())
     cassandra.reset()
 
     say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {IMAGE}:v1)")
@@ -245,8 +246,10 @@ def driver_metrics_url(pod: Mapping[str, Any]) -> str:
 
 
 class Cassandra:
-    def __init__(self) -> None:
+    def __init__(self, cluster_id: str) -> None:
         from cassandra.cluster import Cluster
+
+        self.cluster_id = cluster_id
 
         host, port = CONTACT.rsplit(":", 1)
         self.cluster = Cluster([host], port=int(port))
@@ -276,7 +279,7 @@ class Cassandra:
         try:
             row = self.session.execute(
                 f"SELECT offsets FROM {KEYSPACE}.checkpoints WHERE pipeline = %s",
-                (f"{NAMESPACE}/{PIPELINE}",),
+                (cluster.checkpoint_key(self.cluster_id, NAMESPACE, PIPELINE),),
             ).one()
         except Exception:  # the tables appear with the first driver
             return None

@@ -32,6 +32,11 @@ class Kubectl:
             raise KubectlError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
+    def cluster_id(self) -> str:
+        """The cluster's identity as the operator takes it (its ``clusterid``): the
+        UID of the kube-system Namespace; drivers key their checkpoint by it."""
+        return self("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}").strip()
+
     def apply(self, body: Mapping[str, Any]) -> str:
         """``kubectl apply -f -`` of one object."""
         return self("apply", "-f", "-", stdin=json.dumps(body))

@@ -103,7 +103,7 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
     )
     assert {pod.spec.containers[0].image for pod in executors} == {IMAGE}
 
-    pipeline_id = f"{pipeline.namespace}/{pipeline.name}"
+    pipeline_id = pipeline.checkpoint_key
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
     wait_for(
         lambda: state.committed(cassandra, cassandra_keyspace, pipeline_id) == ends,

@@ -99,7 +99,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
         operators.start()
         pipeline.create(spec)
         pipeline.wait_phase("Running", epoch=1, timeout=180)
-        pipeline_id = f"{namespace}/{pipeline.name}"
+        pipeline_id = pipeline.checkpoint_key
         ends = state.end_offsets(kafka_bootstrap, topic, 2)
         wait_for(
             lambda: (

@@ -237,7 +237,7 @@ def test_the_driver_writes_every_kafka_event_once_into_datastore(
     )
     run = driver.start(pipeline, epoch=1, env={"DATASTORE_EMULATOR_HOST": datastore_host})
     ends = state.end_offsets(kafka_bootstrap, topic, partitions)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     drain_and_stop(
         run,
         cassandra,
@@ -289,6 +289,6 @@ def test_a_driver_whose_writes_are_denied_exits_1_naming_datastore_and_commits_n
     assert message["reason"] == "BatchFailed"
     assert f"Datastore kind 'Event' in project '{datastore_project}'" in message["message"]
     assert "PERMISSION_DENIED" in message["message"]
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     assert state.committed(cassandra, cassandra_keyspace, pipeline_id) == {}
     assert datastore.entities(datastore_project, datastore_host) == {}

@@ -46,7 +46,7 @@ def test_slow_batches_shrink_the_cap_toward_the_target_time(
     pipeline_spec["source"]["kafka"]["backpressure"] = {"enabled": True, "targetUtilization": 0.8}
     run = driver.start(pipeline_spec, epoch=1)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     drain_and_stop(
         run, cassandra, events_table, pipeline_id, ends, timeout=500, what="the backlog to drain"
     )

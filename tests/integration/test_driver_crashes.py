@@ -72,7 +72,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
         keyspace=events_table,
         cap=CAP,
     )
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     rng = random.Random(SEED)
     schedule = [KILL_POINTS[i % len(KILL_POINTS)] for i in range(12)]
     rng.shuffle(schedule)

@@ -33,7 +33,7 @@ def test_every_bad_record_is_a_dead_letter_with_its_reason_and_every_good_one_is
     factory = EventFactory(seed=11, bad_every=20)
     topic, dead_letter_topic = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=2)
     produce(kafka_bootstrap, topic, records, factory=factory)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.pipeline_id  # the dead letters' header: no cluster id
     run = driver.start(
         spec(
             bootstrap=kafka_bootstrap,
@@ -51,7 +51,7 @@ def test_every_bad_record_is_a_dead_letter_with_its_reason_and_every_good_one_is
         run,
         cassandra,
         events_table,
-        pipeline_id,
+        driver.checkpoint_key,
         ends,
         timeout=300,
         what="the driver to commit the end offsets",
@@ -117,7 +117,7 @@ def test_rejects_without_a_dead_letter_topic_stop_the_pipeline_before_its_commit
     assert message["reason"] == "RejectedWithoutDeadLetter"
     assert f"{topic}/0@19: malformed JSON" in message["message"]
     assert "spec.deadLetter" in message["message"]
-    assert state.committed(cassandra, events_table, f"{driver.namespace}/{driver.pipeline}") == {}
+    assert state.committed(cassandra, events_table, driver.checkpoint_key) == {}
     assert state.events(cassandra, events_table) == {}  # it failed before the sink write
 
 
@@ -167,7 +167,6 @@ def test_a_record_larger_than_the_dead_letter_topic_takes_lands_there_cut_and_th
     producer.produce(topic, value=huge, key=b"huge-1")
     producer.flush(30)
     produce(kafka_bootstrap, topic, 10, factory=EventFactory(seed=14))
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
     run = driver.start(
         spec(
             bootstrap=kafka_bootstrap,
@@ -181,7 +180,13 @@ def test_a_record_larger_than_the_dead_letter_topic_takes_lands_there_cut_and_th
     )
     ends = state.end_offsets(kafka_bootstrap, topic, 1)
     drain_and_stop(
-        run, cassandra, events_table, pipeline_id, ends, timeout=300, what="the end offsets"
+        run,
+        cassandra,
+        events_table,
+        driver.checkpoint_key,
+        ends,
+        timeout=300,
+        what="the end offsets",
     )
 
     (letter,) = state.read_topic(kafka_bootstrap, dead_letter_topic)

@@ -40,7 +40,7 @@ class Scenario:
 
     @property
     def pipeline_id(self) -> str:
-        return f"{self.driver.namespace}/{self.driver.pipeline}"
+        return self.driver.checkpoint_key
 
     def committed_batches(self) -> int:
         row = state.checkpoint_row(self.session, self.keyspace, self.pipeline_id)

@@ -50,7 +50,7 @@ def test_an_idle_pipeline_with_a_zero_interval_does_not_spin_and_still_picks_up_
         keyspace=events_table,
         interval=0,
     )
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     run = driver.start(body, epoch=1)
     wait_for(
         lambda: state.committed(cassandra, events_table, pipeline_id) == {0: 10},

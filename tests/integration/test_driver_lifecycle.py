@@ -19,10 +19,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 PARTITIONS = 4
 
 
-def pipeline_id(driver: Driver) -> str:
-    return f"{driver.namespace}/{driver.pipeline}"
-
-
 def first_starts(batch_event: dict[str, Any]) -> dict[int, int]:
     return {
         int(p): span[0] for parts in batch_event["ranges"].values() for p, span in parts.items()
@@ -59,7 +55,7 @@ def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
     assert message["reason"] == "Stopped"
     assert message["lastBatchId"] == in_flight  # the batch in flight was finished
     stopped_at = {int(p): o for parts in message["offsets"].values() for p, o in parts.items()}
-    assert stopped_at == state.committed(cassandra, events_table, pipeline_id(driver))
+    assert stopped_at == state.committed(cassandra, events_table, driver.checkpoint_key)
 
     v2_spec = spec(**common, entrypoint="tests.support.transforms:tagged_v2", options={"tag": "v2"})
     v2 = driver.start(v2_spec, epoch=2)
@@ -68,7 +64,7 @@ def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
         v2,
         cassandra,
         events_table,
-        pipeline_id(driver),
+        driver.checkpoint_key,
         ends,
         timeout=300,
         what="v2 to commit the end offsets",
@@ -77,7 +73,7 @@ def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
     first_v2 = v2.batches()[0]
     assert first_v2["batch_id"] == in_flight + 1
     assert first_starts(first_v2) == stopped_at
-    history = state.history(cassandra, events_table, pipeline_id(driver))
+    history = state.history(cassandra, events_table, driver.checkpoint_key)
     assert [b.batch_id for b in history] == list(range(1, len(history) + 1))
     rows = state.events(cassandra, events_table)
     assert len(rows) == records
@@ -115,13 +111,13 @@ def test_backlog_is_drained_in_capped_batches_one_at_a_time(
         run,
         cassandra,
         events_table,
-        pipeline_id(driver),
+        driver.checkpoint_key,
         ends,
         timeout=600,
         what="the backlog to drain",
     )
 
-    history = state.history(cassandra, events_table, pipeline_id(driver))
+    history = state.history(cassandra, events_table, driver.checkpoint_key)
     assert len(history) == 20
     for batch in history:
         spans = [span for parts in json.loads(batch.ranges).values() for span in parts.values()]

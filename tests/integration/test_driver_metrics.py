@@ -38,7 +38,7 @@ def test_counters_and_lag_follow_a_backlog_being_drained(
     records, cap, port = 6_000, 300, free_port()
     topic, dead_letter_topic = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=1)
     produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=21, bad_every=20))
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.pipeline_id  # the metrics label: no cluster id
     pipeline_spec = spec(
         bootstrap=kafka_bootstrap,
         topic=topic,

@@ -60,7 +60,7 @@ def test_partitions_added_while_running_and_while_stopped_are_read_from_their_st
         entrypoint="sluice_job.examples.events:transform",
     )
     body["source"]["kafka"]["startingOffsets"] = "latest"
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     run = driver.start(body, epoch=1)
     wait_for(
         lambda: state.committed(cassandra, events_table, pipeline_id) == {0: 0},

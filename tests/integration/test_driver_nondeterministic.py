@@ -52,4 +52,4 @@ def test_a_transform_deciding_by_a_random_number_is_refused_and_nothing_is_commi
     assert message["reason"] == "InvalidConfig"
     assert "spec.transform.entrypoint" in message["message"]
     assert "not deterministic" in message["message"]
-    assert state.committed(cassandra, events_table, f"{driver.namespace}/{driver.pipeline}") == {}
+    assert state.committed(cassandra, events_table, driver.checkpoint_key) == {}

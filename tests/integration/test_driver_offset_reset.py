@@ -45,7 +45,7 @@ def test_a_replay_from_a_time_rewrites_what_came_after_it_once_recorded_who_and_
     boundary = next_millisecond()
     produce(kafka_bootstrap, topic, AFTER, factory=EventFactory(seed=152))
     ends = state.end_offsets(kafka_bootstrap, topic, 2)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     common = dict(
         bootstrap=kafka_bootstrap, topic=topic, contact=cassandra_contact, keyspace=events_table
     )

@@ -46,7 +46,7 @@ def test_driver_waits_out_a_cassandra_outage_and_resumes_under_the_same_epoch(
     topic = kafka_topic(partitions=PARTITIONS)
     factory = EventFactory(seed=33)
     produce(kafka_bootstrap, topic, RECORDS, factory=factory)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.pipeline_id  # the metrics label: no cluster id
     port = free_port()
     pipeline_spec = spec(
         bootstrap=kafka_bootstrap,
@@ -104,12 +104,12 @@ def test_driver_waits_out_a_cassandra_outage_and_resumes_under_the_same_epoch(
         what="the batch in flight during the outage to be committed",
     )
     wait_for(
-        lambda: state.checkpoint_row(cassandra, events_table, pipeline_id),
+        lambda: state.checkpoint_row(cassandra, events_table, driver.checkpoint_key),
         timeout=60,
         what="the tests' own Cassandra session to reconnect",
         ignoring=(NoHostAvailable, OperationTimedOut),
     )
-    row = state.checkpoint_row(cassandra, events_table, pipeline_id)
+    row = state.checkpoint_row(cassandra, events_table, driver.checkpoint_key)
     assert row.epoch == 1, "no new epoch: the same driver committed through the outage"
     assert len([e for e in run.events() if e.get("event") == "claimed"]) == 1
 
@@ -118,11 +118,11 @@ def test_driver_waits_out_a_cassandra_outage_and_resumes_under_the_same_epoch(
     assert run.wait(60) == -signal.SIGKILL
     again = driver.start(pipeline_spec, epoch=2)
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(again, cassandra, events_table, pipeline_id, ends, timeout=300)
+    drain_and_stop(again, cassandra, events_table, driver.checkpoint_key, ends, timeout=300)
     rows = state.events(cassandra, events_table)
     assert len(rows) == RECORDS
     for seq in range(0, RECORDS, 97):
         got = rows[f"e-33-{seq}"]
         assert (got.event_id, got.seq, got.page) == expected.event_row(factory, seq)[:3]
-    batches = state.history(cassandra, events_table, pipeline_id)
+    batches = state.history(cassandra, events_table, driver.checkpoint_key)
     assert [b.batch_id for b in batches] == list(range(1, len(batches) + 1))

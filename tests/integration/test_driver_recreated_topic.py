@@ -54,7 +54,7 @@ def test_a_recreated_topic_stops_the_driver_or_is_read_from_its_start_and_report
     body = spec(
         bootstrap=kafka_bootstrap, topic=topic, contact=cassandra_contact, keyspace=events_table
     )
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     first = driver.start(body, epoch=1)
     drain_and_stop(first, cassandra, events_table, pipeline_id, {0: BEFORE})
 

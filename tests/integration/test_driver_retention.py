@@ -49,7 +49,7 @@ def test_a_planned_batch_keeps_its_ends_when_retention_deletes_its_start(
         cap=CAP,
     )
     body["source"]["kafka"]["onOffsetOutOfRange"] = "earliest"
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     run = driver.start(body, epoch=1, failpoints="read=5")
     run.wait_event(
         lambda e: e.get("event") == "phase" and e["phase"] == "read" and e["batch_id"] == 2,

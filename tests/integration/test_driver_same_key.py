@@ -56,9 +56,7 @@ def test_the_later_record_of_a_key_wins_whole_in_cassandra(
         bootstrap=kafka_bootstrap, topic=topic, contact=cassandra_contact, keyspace=events_table
     )
     run = driver.start(body, epoch=1)
-    drain_and_stop(
-        run, cassandra, events_table, f"{driver.namespace}/{driver.pipeline}", {0: 2 * KEYS}
-    )
+    drain_and_stop(run, cassandra, events_table, driver.checkpoint_key, {0: 2 * KEYS})
 
     assert [b["records"] for b in run.batches() if b["records"]] == [2 * KEYS], "one batch"
     rows = state.events(cassandra, events_table)
@@ -88,9 +86,7 @@ def test_the_later_record_of_a_key_wins_whole_in_datastore(
         sink={"datastore": {"project": datastore_project, "kind": datastore.KIND}},
     )
     run = driver.start(body, epoch=1, env={"DATASTORE_EMULATOR_HOST": datastore_host})
-    drain_and_stop(
-        run, cassandra, cassandra_keyspace, f"{driver.namespace}/{driver.pipeline}", {0: 2 * KEYS}
-    )
+    drain_and_stop(run, cassandra, cassandra_keyspace, driver.checkpoint_key, {0: 2 * KEYS})
 
     stored = datastore.entities(datastore_project, datastore_host)
     assert {(e["page"], e["action"], e["source_offset"]) for e in stored.values()} == {

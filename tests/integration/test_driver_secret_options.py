@@ -37,7 +37,7 @@ def test_an_option_from_a_secret_reaches_the_transform_and_no_log(
     )
     body["transform"]["options"] = {}
     body["transform"]["optionsFrom"] = [{"option": "tag", "secret": "kpis", "key": "tag"}]
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
 
     missing = driver.start(body, epoch=1)
     assert missing.wait(120) == 2

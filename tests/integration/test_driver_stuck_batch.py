@@ -60,7 +60,7 @@ def test_a_hung_batch_ends_the_driver_with_batch_timeout_and_commits_nothing(
     assert message["epoch"] == 1
     assert waited >= TIMEOUT_SECONDS - 2
     assert [e for e in run.events() if e.get("event") == "batch timeout"]
-    row = state.checkpoint_row(cassandra, events_table, f"{driver.namespace}/{driver.pipeline}")
+    row = state.checkpoint_row(cassandra, events_table, driver.checkpoint_key)
     assert row is not None
     assert row.batch_id == 0, "the hung batch is not committed"
     assert state.events(cassandra, events_table) == {}

@@ -85,7 +85,7 @@ def test_aborted_records_are_never_read_and_an_open_transaction_holds_the_batch(
     high = latest(kafka_bootstrap, topic, IsolationLevel.READ_UNCOMMITTED)
     assert sum(high.values()) > sum(stable.values()), "the open transaction is past the LSO"
 
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     run = driver.start(
         spec(
             bootstrap=kafka_bootstrap,

@@ -55,7 +55,7 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
 
     def run(harness: Driver, tag: str, cap: int) -> None:
         started = harness.start(spec(**common, options={"tag": tag}, cap=cap), epoch=1)
-        pipeline_id = f"{harness.namespace}/{harness.pipeline}"
+        pipeline_id = harness.checkpoint_key
         drain_and_stop(started, cassandra, events_table, pipeline_id, ends)
 
     run(driver, "v1", SMALL)
@@ -63,7 +63,7 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
     assert len(old) == RECORDS
     assert {tag for tag, _ in old.values()} == {"v1"}
 
-    reset(cassandra, events_table, f"{driver.namespace}/{driver.pipeline}")
+    reset(cassandra, events_table, driver.checkpoint_key)
     run(driver, "v2", 10_000)
     assert [b["batch_id"] for b in driver.runs[-1].batches() if b["records"]] == [1]
     after_reset = state.tagged_cells(cassandra, events_table)
@@ -94,7 +94,7 @@ def test_after_a_reset_the_datastore_sink_replaces_the_entities_instead_of_skipp
     topic = kafka_topic(partitions=1)
     produce(kafka_bootstrap, topic, RECORDS, factory=EventFactory(seed=72))
     ends = state.end_offsets(kafka_bootstrap, topic, 1)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     env = {"DATASTORE_EMULATOR_HOST": datastore_host}
 
     def body(tag: str, cap: int) -> dict[str, Any]:

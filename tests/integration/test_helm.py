@@ -44,7 +44,17 @@ pytestmark = pytest.mark.integration
 
 CHART = REPO_ROOT / "charts" / "sluice"
 OPERATOR_IMAGE = "sluice-test/operator"
-OPERATOR_ROOT = REPO_ROOT / "operator"
+
+
+def operator_root(where: Path) -> Path:
+    """A code root holding what Dockerfile.operator installs, sluice_operator and
+    sluice_api, from this checkout: the node agent passes no PYTHONPATH to pods, so
+    with the operator's directory alone a pod would import sluice_api from wherever
+    the venv was installed from (another checkout's, older)."""
+    where.mkdir()
+    for package in ("operator/sluice_operator", "api/sluice_api"):
+        (where / Path(package).name).symlink_to(REPO_ROOT / package)
+    return where
 
 
 @pytest.fixture
@@ -217,8 +227,9 @@ def test_install_reconcile_upgrade_uninstall(
     api: Any,
     namespace: str,
     watched: str,
+    tmp_path: Path,
 ) -> None:
-    nodeagent.register_image(agent_stack, OPERATOR_IMAGE, OPERATOR_ROOT)
+    nodeagent.register_image(agent_stack, OPERATOR_IMAGE, operator_root(tmp_path / "image"))
     release, port = release_name(), free_port()
     values = [
         f"--set=image.repository={OPERATOR_IMAGE}",
@@ -282,6 +293,9 @@ def test_install_reconcile_upgrade_uninstall(
     assert not can("create", "roles", watched)
     assert not can("create", "configmaps", watched)
     assert not can("patch", "pods", watched)
+    # The cluster id: the kube-system Namespace's UID, readable by that name only.
+    assert can("get", "namespaces/kube-system", watched)
+    assert not can("get", "namespaces/default", watched)
 
     # reconcile ---------------------------------------------------------------------------
     pipeline = Pipeline(custom, core, watched, "kpis")
@@ -294,6 +308,8 @@ def test_install_reconcile_upgrade_uninstall(
     driver = pipeline.live_pods()
     assert [p.metadata.name for p in driver] == [naming.driver_pod("kpis", 1)]
     assert driver[0].spec.service_account_name == naming.service_account("kpis")
+    env = {e.name: e.value for e in driver[0].spec.containers[0].env}
+    assert env["SLUICE_CLUSTER_ID"] == core.read_namespace("kube-system").metadata.uid
     scraped = http_get(port, "/metrics")[1]
     assert (
         f'sluice_operator_pipeline_phase{{phase="Running",pipeline="{watched}/kpis"}} 1.0'

@@ -113,7 +113,7 @@ def test_sasl_ssl_kafka_and_tls_cassandra_with_awkward_passwords_exact_and_nothi
     cassandra_secure.create_role(
         role, role_password, secure_events_keyspace, ("SELECT", "MODIFY", "CREATE")
     )
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
     wait_for(
         lambda: (
@@ -201,7 +201,7 @@ def test_client_certificates_and_dead_letters_with_their_own_user_on_other_broke
         {"caSecret": "ca", "clientSecret": "client"},
     )
     run = driver.start(pipeline, epoch=1, env=env)
-    pipeline_id = f"{driver.namespace}/{driver.pipeline}"
+    pipeline_id = driver.checkpoint_key
     ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
     wait_for(
         lambda: (

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice_api import cluster
 from sluice_dev.paths import REPO_ROOT
 from tests.support import state
 from tests.support.waiting import wait_for
@@ -85,6 +86,8 @@ class Driver:
     workdir: Path
     pipeline: str
     namespace: str = "tests"
+    cluster: str = "test-cluster"
+    """``SLUICE_CLUSTER_ID``: the operator's cluster id, part of the checkpoint key."""
     spark_jars: tuple[Path, ...] = ()
     runs: list[DriverRun] = field(default_factory=list)
 
@@ -105,6 +108,7 @@ class Driver:
             "SLUICE_CONFIG": json.dumps(spec),
             "SLUICE_PIPELINE": self.pipeline,
             "SLUICE_NAMESPACE": self.namespace,
+            "SLUICE_CLUSTER_ID": self.cluster,
             "SLUICE_EPOCH": str(epoch),
             "SLUICE_TERMINATION_LOG": str(termination),
             "SLUICE_SPARK_JARS": ",".join(str(j) for j in self.spark_jars),
@@ -124,6 +128,16 @@ class Driver:
         run.start_sampling()
         self.runs.append(run)
         return run
+
+    @property
+    def checkpoint_key(self) -> str:
+        """The key of the pipeline's rows in the checkpoint tables."""
+        return cluster.checkpoint_key(self.cluster, self.namespace, self.pipeline)
+
+    @property
+    def pipeline_id(self) -> str:
+        """``namespace/name``: the ``pipeline`` label of its metrics."""
+        return f"{self.namespace}/{self.pipeline}"
 
     def stop_all(self) -> None:
         for run in self.runs:

@@ -210,7 +210,7 @@ class Setup:
 
     @property
     def pipeline_id(self) -> str:
-        return f"{self.pipeline.namespace}/{self.pipeline.name}"
+        return self.pipeline.checkpoint_key
 
     def manifest(self, version: str, executors: int = 0) -> dict[str, Any]:
         return manifest(

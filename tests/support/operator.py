@@ -14,8 +14,10 @@ from typing import Any
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from sluice_api import cluster
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_operator import naming
+from sluice_operator.clusterid import SYSTEM_NAMESPACE
 from tests.support.agents import free_port
 from tests.support.waiting import wait_for
 
@@ -85,6 +87,13 @@ class Pipeline:
     core: CoreV1Api
     namespace: str
     name: str
+
+    @property
+    def checkpoint_key(self) -> str:
+        """The key its drivers keep their checkpoint under: the operator's cluster id
+        (the UID of kube-system) with the namespace and name."""
+        uid = self.core.read_namespace(SYSTEM_NAMESPACE).metadata.uid
+        return cluster.checkpoint_key(uid, self.namespace, self.name)
 
     def create(self, spec: dict[str, Any]) -> None:
         body = {

@@ -317,6 +317,43 @@ def test_cluster_mode_grants_the_same_rules_cluster_wide(render: Render) -> None
     assert "--all-namespaces" in args
 
 
+READ_KUBE_SYSTEM = {
+    "apiGroups": [""],
+    "resources": ["namespaces"],
+    "resourceNames": ["kube-system"],
+    "verbs": ["get"],
+}
+"""The cluster id (clusterid.py): the UID of kube-system, read by name, nothing else."""
+
+
+def test_the_cluster_id_is_read_from_kube_system_alone_unless_the_platform_names_it(
+    render: Render,
+) -> None:
+    for values in ((), ("clusterWide=true",)):
+        rules = one(render(*values), "ClusterRole", "rel-sluice-cluster")["rules"]
+        named = [rule for rule in rules if rule.get("resourceNames")]
+        assert named == [READ_KUBE_SYSTEM]
+        assert ("", "namespaces", "get") not in granted(rules)  # no other Namespace
+    docs = render("operator.clusterName=eu-west-1.prod")
+    rules = one(docs, "ClusterRole", "rel-sluice-cluster")["rules"]
+    assert READ_KUBE_SYSTEM not in rules
+    assert granted(rules) == CLUSTER_READS
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--cluster-name=eu-west-1.prod" in args
+
+
+def test_a_cluster_name_that_cannot_key_a_checkpoint_is_refused(helm_binary: Path) -> None:
+    done = subprocess.run(
+        [str(helm_binary), "template", "rel", str(CHART), "--set=operator.clusterName=EU/west"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "clusterName" in done.stderr
+
+
 def test_the_operator_holds_none_of_the_rights_it_gives_a_driver(render: Render) -> None:
     """It binds the shipped driver ClusterRole (bind on that one name) instead of
     holding every verb it hands out, as a Role's creator otherwise must."""

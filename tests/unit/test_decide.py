@@ -223,7 +223,7 @@ def test_an_older_running_driver_is_stopped() -> None:
 def test_driver_pod_passes_spark_on_kubernetes_settings_when_executors_are_pods() -> None:
     from sluice_operator import builders
 
-    owner = builders.Owner("kpis", "ns", "u1")
+    owner = builders.Owner("kpis", "ns", "u1", "cluster-1")
     pipeline = spec(spark={"executors": {"instances": 2}})
     env = {e["name"]: e for e in builders.driver_env(owner, pipeline, 7)}
     conf = json.loads(env["SLUICE_SPARK_CONF"]["value"])
@@ -245,7 +245,7 @@ def test_driver_pod_passes_spark_on_kubernetes_settings_when_executors_are_pods(
 def test_credentials_reach_the_driver_only_as_secret_references() -> None:
     from sluice_operator import builders
 
-    owner = builders.Owner("kpis", "ns", "u1")
+    owner = builders.Owner("kpis", "ns", "u1", "cluster-1")
     pipeline = spec(checkpoint={"cassandra": {"contactPoints": ["c"], "credentialsSecret": "cass"}})
     env = {e["name"]: e for e in builders.driver_env(owner, pipeline, 1)}
     user = env["SLUICE_CHECKPOINT_CASSANDRA_USERNAME"]

@@ -284,7 +284,7 @@ def test_the_job_image_runs_what_the_operator_gives_the_driver() -> None:
             "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
         }
     )
-    pod = builders.driver_pod(builders.Owner("p", "ns", "u"), spec, 1, "h")
+    pod = builders.driver_pod(builders.Owner("p", "ns", "u", "cluster-1"), spec, 1, "h")
     assert entrypoint(parse(JOB)) == pod["spec"]["containers"][0]["command"]
     assert importlib.util.find_spec("sluice_job.__main__") is not None
 

@@ -90,7 +90,9 @@ def run_driver(tmp_path: Path, env: dict[str, str]) -> tuple[int, str, dict[str,
     termination = tmp_path / "termination.json"
     child_env = {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO_ROOT),
+        # This checkout's code first, as tests.support.driver does (an installed copy
+        # of the packages may point at another checkout).
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
         "SLUICE_TERMINATION_LOG": str(termination),
         **env,
     }
@@ -110,7 +112,12 @@ def run_driver(tmp_path: Path, env: dict[str, str]) -> tuple[int, str, dict[str,
 def test_invalid_spec_exits_2_naming_the_field(
     tmp_path: Path, case: str, spec: dict[str, Any], field: str
 ) -> None:
-    identity = {"SLUICE_PIPELINE": "p", "SLUICE_NAMESPACE": "ns", "SLUICE_EPOCH": "1"}
+    identity = {
+        "SLUICE_PIPELINE": "p",
+        "SLUICE_NAMESPACE": "ns",
+        "SLUICE_CLUSTER_ID": "c1",
+        "SLUICE_EPOCH": "1",
+    }
     code, stderr, message = run_driver(tmp_path, {"SLUICE_CONFIG": json.dumps(spec), **identity})
     assert code == 2, stderr[-2000:]
     assert field in message["message"]
@@ -128,8 +135,29 @@ def test_invalid_spec_exits_2_naming_the_field(
             "SLUICE_EPOCH",
         ),
         ({"SLUICE_CONFIG": json.dumps(VALID), "SLUICE_EPOCH": "1"}, "SLUICE_PIPELINE"),
+        (
+            {"SLUICE_CONFIG": json.dumps(VALID), "SLUICE_PIPELINE": "p", "SLUICE_EPOCH": "1"},
+            "SLUICE_CLUSTER_ID is empty",
+        ),
+        (
+            {
+                "SLUICE_CONFIG": json.dumps(VALID),
+                "SLUICE_PIPELINE": "p",
+                "SLUICE_CLUSTER_ID": "eu/west",
+                "SLUICE_EPOCH": "1",
+            },
+            "SLUICE_CLUSTER_ID='eu/west' is not a cluster id",
+        ),
     ],
-    ids=["no config", "not json", "no epoch", "epoch not a number", "no pipeline name"],
+    ids=[
+        "no config",
+        "not json",
+        "no epoch",
+        "epoch not a number",
+        "no pipeline name",
+        "no cluster id",
+        "cluster id with a slash",
+    ],
 )
 def test_invalid_environment_exits_2_naming_the_variable(
     tmp_path: Path, env: dict[str, str], named: str

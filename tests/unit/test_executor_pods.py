@@ -19,7 +19,7 @@ from sluice_operator import builders, naming
 
 pytestmark = pytest.mark.unit
 
-OWNER = builders.Owner("orders", "team-a", "uid-1")
+OWNER = builders.Owner("orders", "team-a", "uid-1", "cluster-1")
 
 
 def spec(**spark_settings: Any) -> PipelineSpec:

@@ -118,7 +118,7 @@ def test_the_driver_serves_metrics_on_the_address_the_operator_gives_it() -> Non
     from sluice_operator.builders import Owner, driver_env
     from tests.support.observations import spec
 
-    env = {e["name"]: e for e in driver_env(Owner("p", "ns", "u"), spec(), 1)}
+    env = {e["name"]: e for e in driver_env(Owner("p", "ns", "u", "cluster-1"), spec(), 1)}
     assert env[names.POD_IP] == {
         "name": "POD_IP",
         "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},

@@ -18,7 +18,7 @@ from tests.support.observations import observed, spec
 
 pytestmark = pytest.mark.unit
 
-OWNER = builders.Owner("kpis", "ns", "u1")
+OWNER = builders.Owner("kpis", "ns", "u1", "cluster-1")
 AFFINITY: dict[str, Any] = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {

@@ -12,7 +12,7 @@ from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
 
-OWNER = builders.Owner("orders", "team-a", "uid-1")
+OWNER = builders.Owner("orders", "team-a", "uid-1", "cluster-1")
 
 
 def spec(pod: dict[str, Any], **spark: Any) -> PipelineSpec:

@@ -272,4 +272,4 @@ def test_the_soak_pipeline_is_a_valid_spec_of_the_events_example() -> None:
     assert spec.transform.entrypoint == "sluice_job.examples.events:transform"
     assert spec.dead_letter is not None
     assert spec.dead_letter.kafka.topic == "t-dlq"
-    assert target.pipeline_id == "ns/soak"
+    assert target.checkpoint_key("c1") == "c1/ns/soak"

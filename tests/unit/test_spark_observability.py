@@ -14,7 +14,7 @@ from sluice_operator import builders
 
 pytestmark = pytest.mark.unit
 
-OWNER = builders.Owner("orders", "team-a", "uid-1")
+OWNER = builders.Owner("orders", "team-a", "uid-1", "cluster-1")
 VOLUME = {
     "volumes": [{"name": "events", "persistentVolumeClaim": {"claimName": "spark-events"}}],
     "volumeMounts": [{"name": "events", "mountPath": "/spark-events"}],

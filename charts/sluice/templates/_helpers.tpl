@@ -146,7 +146,9 @@ What the operator needs cluster-wide in either mode:
 - nodes get/list/watch: failover follows the Ready condition of a driver's node (the
   node index of handlers.py; kube.nodes reads one the index does not hold yet);
 - customresourcedefinitions list/watch: kopf notices its resource appearing or going;
-- namespaces list/watch: kopf notices watched namespaces being created or deleted.
+- namespaces list/watch: kopf notices watched namespaces being created or deleted;
+- namespaces get, on kube-system only, unless operator.clusterName names the cluster:
+  its UID is the cluster id drivers key their checkpoint by (clusterid.py).
 */}}
 {{- define "sluice.clusterRules" -}}
 - apiGroups: [""]
@@ -158,4 +160,10 @@ What the operator needs cluster-wide in either mode:
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
+{{- if not .Values.operator.clusterName }}
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [kube-system]
+  verbs: [get]
+{{- end }}
 {{- end }}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sluice_api import names
+from sluice_api import cluster, names
 from sluice_api.spec import PipelineSpec
 
 ENTRYPOINT: Final = "sluice_job.examples.events:transform"
@@ -25,10 +25,9 @@ class Target:
     contact: str
     keyspace: str
 
-    @property
-    def pipeline_id(self) -> str:
-        """The id the driver keys its checkpoint by."""
-        return f"{self.namespace}/{self.name}"
+    def checkpoint_key(self, cluster_id: str) -> str:
+        """The key the driver keeps its checkpoint under, in cluster ``cluster_id``."""
+        return cluster.checkpoint_key(cluster_id, self.namespace, self.name)
 
 
 def manifest(target: Target, image: str) -> dict[str, Any]:

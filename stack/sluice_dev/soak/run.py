@@ -91,7 +91,8 @@ class Soak:
         )
         operator = cluster.Operator(self.layout, opts.namespace)
         pipeline = cluster.Pipeline(kubectl, self.target)
-        store = Store(self.target.contact, self.target.keyspace, self.target.pipeline_id)
+        key = self.target.checkpoint_key(kubectl.cluster_id())
+        store = Store(self.target.contact, self.target.keyspace, key)
         try:
             operator.start()
             images = tuple(cluster.register_images(self.layout))
