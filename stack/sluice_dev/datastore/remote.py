@@ -6,13 +6,10 @@ library only, so importing it costs nothing.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
-from sluice_dev import ports
+from sluice_dev import controlhttp, ports
+from sluice_dev.controlhttp import quote as _quote
 
 
 def inject(
@@ -49,27 +46,8 @@ def forget(project: str, *, port: int = ports.DATASTORE_CONTROL) -> None:
 
 def healthy(port: int = ports.DATASTORE_CONTROL) -> str | None:
     """``None`` if the control server answers ``/healthz``, else why not."""
-    try:
-        with urllib.request.urlopen(f"http://{ports.HOST}:{port}/healthz", timeout=2) as resp:
-            return None if resp.status == 200 else f"datastore /healthz answered {resp.status}"
-    except OSError as err:
-        return f"datastore control port {port} not answering ({err})"
-
-
-def _quote(project: str) -> str:
-    return urllib.parse.quote(project, safe="")
+    return controlhttp.healthy("datastore", port)
 
 
 def _call(port: int, method: str, path: str, body: object = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{ports.HOST}:{port}{path}", data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        raise RuntimeError(
-            f"datastore control: {method} {path} -> {err.code} {err.read()!r}"
-        ) from err
-    except OSError as err:
-        raise RuntimeError(f"datastore control port {port} not answering ({err})") from err
+    return controlhttp.call("datastore", port, method, path, body)

@@ -25,13 +25,10 @@ message expires now, so the server delivers those messages again.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
-from sluice_dev import ports
+from sluice_dev import controlhttp, ports
+from sluice_dev.controlhttp import quote as _quote
 
 
 def set_faults(
@@ -74,7 +71,7 @@ def redeliver(
 ) -> int:
     """Expire every lease of the project's delivered, unacknowledged messages now (of
     one subscription, by its short name, if given); returns how many expired."""
-    query = f"?subscription={urllib.parse.quote(subscription)}" if subscription else ""
+    query = f"?subscription={_quote(subscription)}" if subscription else ""
     result = _call(port, "POST", f"/projects/{_quote(project)}/redeliver{query}", {})
     return int(result["expired"])
 
@@ -123,25 +120,8 @@ def forget(project: str, *, port: int = ports.PUBSUB_CONTROL) -> None:
 
 def healthy(port: int = ports.PUBSUB_CONTROL) -> str | None:
     """``None`` if the control server answers ``/healthz``, else why not."""
-    try:
-        with urllib.request.urlopen(f"http://{ports.HOST}:{port}/healthz", timeout=2) as resp:
-            return None if resp.status == 200 else f"pubsub /healthz answered {resp.status}"
-    except OSError as err:
-        return f"pubsub control port {port} not answering ({err})"
-
-
-def _quote(project: str) -> str:
-    return urllib.parse.quote(project, safe="")
+    return controlhttp.healthy("pubsub", port)
 
 
 def _call(port: int, method: str, path: str, body: object = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{ports.HOST}:{port}{path}", data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        raise RuntimeError(f"pubsub control: {method} {path} -> {err.code} {err.read()!r}") from err
-    except OSError as err:
-        raise RuntimeError(f"pubsub control port {port} not answering ({err})") from err
+    return controlhttp.call("pubsub", port, method, path, body)
