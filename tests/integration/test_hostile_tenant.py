@@ -132,6 +132,24 @@ def test_a_drivers_token_reaches_only_its_own_executor_pods(
         assert forbidden_by_policy(
             refusal(as_a.create_namespaced_pod, namespace, with_token), "spec.serviceAccountName"
         )
+        # Its own executor, but reaching the node: refused whatever the namespace's
+        # Pod Security level (this test's namespace has none).
+        template_volumes = executor_pod(a_driver, 0)["spec"]["volumes"]
+        node_reaching: list[dict[str, Any]] = [
+            {"volumes": [*template_volumes, {"name": "root", "hostPath": {"path": "/"}}]},
+            {"hostNetwork": True},
+            {"hostPID": True},
+            {"nodeName": a_driver.spec.node_name},
+        ]
+        for number, spec in enumerate(node_reaching, start=4):
+            reaching = executor_pod(a_driver, number)
+            reaching["spec"] |= spec
+            found = refusal(as_a.create_namespaced_pod, namespace, reaching)
+            assert forbidden_by_policy(found, "may not reach the node"), spec
+        privileged = executor_pod(a_driver, 9)
+        privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+        found = refusal(as_a.create_namespaced_pod, namespace, privileged)
+        assert forbidden_by_policy(found, "may not reach the node")
         b_driver_name = b_driver.metadata.name
         assert forbidden_by_policy(refusal(as_a.delete_namespaced_pod, b_driver_name, namespace))
         b_exec_name = b_executor["metadata"]["name"]
