@@ -60,6 +60,7 @@ CONTEXT_IGNORED: Final = (
     ".ruff_cache",
 )
 """Not copied into the build context (what a ``.dockerignore`` usually lists)."""
+UV_TARGET_LOCK: Final = ".lock"
 UV: Final = Path(sys.executable).parent / "uv"
 """The environment's uv (``make setup`` installs it by hash from requirements-uv.txt)."""
 
@@ -200,6 +201,8 @@ def _install(source: Path, target: Path) -> None:
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise ImageBuildError(install_failure(source, done.returncode, tail))
+    # uv's lock of the target directory during the install: not part of the image.
+    (target / UV_TARGET_LOCK).unlink(missing_ok=True)
 
 
 def install_failure(source: Path, code: int, tail: str) -> str:
