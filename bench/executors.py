@@ -101,8 +101,8 @@ class Driver:
 
     def poll(self) -> None:
         for event in self.reports.read_new():
-            if event.get("event") in ("fenced", "failed"):
-                raise RuntimeError(f"the driver reported {event}")
+            if event.get("level") == "error":  # BatchFailed, Fenced, ...: not a clean run
+                raise RuntimeError(f"the driver reported {event.get('event')}: {event}")
             batch = figures.batch_of(event)
             if batch is not None:
                 self.batches.append(batch)

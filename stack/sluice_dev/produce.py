@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from confluent_kafka import KafkaException, Producer
 
@@ -33,23 +33,37 @@ def produce(
     factory = factory or EventFactory()
     producer, deliveries = idempotent_producer(bootstrap)
     delivered = deliveries.callback
+    sent = 0
+    for i in paced(count, rate, stop, progress, progress_every):
+        key, value = factory.record(start + i)
+        send(producer, topic, key, value, delivered)
+        producer.poll(0)
+        sent = i + 1
+    deliveries.confirm(producer)
+    return sent
 
+
+def paced(
+    count: int,
+    rate: float | None,
+    stop: threading.Event | None,
+    progress: Callable[[int], None] | None,
+    progress_every: int,
+) -> Iterator[int]:
+    """The indices ``0 .. count-1``, at most ``rate`` per second from the first, until
+    ``stop`` is set; ``progress(n)`` after every ``progress_every``-th one is handled.
+    One pacing for every transport (Kafka here, Pub/Sub in ``sluice_dev.pubsub``)."""
     began = time.monotonic()
     for i in range(count):
         if stop is not None and stop.is_set():
-            count = i
-            break
+            return
         if rate:
             ahead = began + i / rate - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
-        key, value = factory.record(start + i)
-        send(producer, topic, key, value, delivered)
-        producer.poll(0)
+        yield i
         if progress and (i + 1) % progress_every == 0:
             progress(i + 1)
-    deliveries.confirm(producer)
-    return count
 
 
 def send(

@@ -27,9 +27,9 @@ import pytest
 import yaml
 from kubernetes.client import CoreV1Api
 
+from sluice_dev.localcluster import CHART, DRIVER_POD_POLICY
 from sluice_dev.paths import Layout
 from sluice_operator import naming
-from tests.support.chart import CHART, DRIVER_POD_POLICY
 from tests.support.operator import Operators, Pipeline, standin_spec
 from tests.support.tenant import (
     Refusal,

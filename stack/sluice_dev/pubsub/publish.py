@@ -12,7 +12,6 @@ publish one twice, which is what the Pub/Sub source must cope with anyway.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -24,6 +23,7 @@ from google.pubsub_v1.services.publisher.transports import PublisherGrpcTranspor
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from sluice_dev.events import EventFactory
+from sluice_dev.produce import paced
 
 MAX_PENDING = 5_000
 """Messages handed to the client and not yet confirmed; more waits (bounded memory)."""
@@ -106,26 +106,18 @@ def publish(
     publisher = publisher_client(host)
     name = topic_path(project, topic)
     pending: list[Future[str]] = []
-    began = time.monotonic()
+    sent = 0
     try:
-        for i in range(count):
-            if stop is not None and stop.is_set():
-                count = i
-                break
-            if rate:
-                ahead = began + i / rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
+        for i in paced(count, rate, stop, progress, progress_every):
             data, attributes = message(factory, start + i)
             pending.append(publisher.publish(name, data, **attributes))
             if len(pending) >= MAX_PENDING:
                 _confirm(pending)
-            if progress and (i + 1) % progress_every == 0:
-                progress(i + 1)
+            sent = i + 1
         _confirm(pending)
     finally:
         publisher.stop()
-    return count
+    return sent
 
 
 def _confirm(pending: list[Future[str]], timeout: float = 120) -> None:
