@@ -7,7 +7,9 @@ line that every committed batch writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -73,3 +75,21 @@ def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any
         "plan_s": round(done.plan_seconds, 4),
         "batch_s": round(done.batch_seconds, 4),
     }
+
+
+@contextlib.contextmanager
+def deadline(
+    batch_id: int, seconds: float | None, on_timeout: Callable[[int, float], None] | None
+) -> Iterator[None]:
+    """One attempt of a batch that outlives ``seconds`` calls ``on_timeout`` (from a
+    timer thread, with the batch id and ``seconds``); ``None``: no deadline."""
+    if seconds is None or on_timeout is None:
+        yield
+        return
+    timer = threading.Timer(seconds, on_timeout, (batch_id, seconds))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

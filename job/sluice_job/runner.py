@@ -18,18 +18,17 @@ so it is not observed. A recovered batch keeps the ranges it was planned with.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
 from sluice_job import announce, logs, offsets, outages, reset, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
-from sluice_job.batch import BatchRun, log_fields
+from sluice_job.batch import BatchRun, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
@@ -195,22 +194,8 @@ class Runner:
             raise
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
-        with self._deadline(batch.batch_id):
+        with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):
             self._attempt(batch, planned_ahead=planned_ahead)
-
-    @contextlib.contextmanager
-    def _deadline(self, batch_id: int) -> Iterator[None]:
-        """One attempt of a batch that outlives ``batch_timeout`` calls ``on_timeout``."""
-        if self.batch_timeout is None or self.on_timeout is None:
-            yield
-            return
-        timer = threading.Timer(self.batch_timeout, self.on_timeout, (batch_id, self.batch_timeout))
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
 
     def _attempt(self, batch: Batch, *, planned_ahead: bool) -> None:
         run = BatchRun(batch, self.clock)

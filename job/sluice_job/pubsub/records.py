@@ -1,0 +1,131 @@
+"""A Pub/Sub batch as the transform sees it: the Kafka source's columns, and more.
+
+A transform written for Kafka runs unchanged on Pub/Sub: the frame has the Kafka
+source's columns, filled from the message (``value``: its data; ``key``: its
+ordering key, or null; ``topic``: the subscription id; ``partition``: 0;
+``offset``: its sequence number in the pipeline, ``pubsub.messages``; ``timestamp``:
+its publish time; ``headers``: its attributes), plus ``message_id`` and
+``attributes`` (a map) for transforms that want them, ``batch_id`` and the source
+position (``keys.POSITION``), as the Kafka reader adds them.
+
+The messages are in the driver already (pulled, or read back from the spool), so
+the frame is made from them there and Spark ships its slices to the tasks.
+
+A reject's dead letter names its message: ``sluice.pubsub.message.id`` and the
+message's attributes as ``sluice.pubsub.attribute.<name>`` headers, cut to
+:data:`ATTRIBUTES_BUDGET` bytes (with ``sluice.pubsub.attributes.truncated``) so the
+letter still fits the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sluice_job import keys
+from sluice_job.checkpoint import Batch
+from sluice_job.deadletter import Reject
+from sluice_job.pubsub.messages import Message
+from sluice_job.reader import BATCH_ID_COLUMN
+
+MESSAGE_ID: Final = "message_id"
+ATTRIBUTES: Final = "attributes"
+ID_HEADER: Final = "sluice.pubsub.message.id"
+ATTRIBUTE_HEADER: Final = "sluice.pubsub.attribute."
+TRUNCATED_HEADER: Final = "sluice.pubsub.attributes.truncated"
+ATTRIBUTES_BUDGET: Final = 512
+"""Bytes of attribute names and values a dead letter carries as headers."""
+
+SCHEMA: Final = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+        StructField(MESSAGE_ID, StringType()),
+        StructField(ATTRIBUTES, MapType(StringType(), StringType())),
+    ]
+)
+
+
+@dataclass
+class PubSubRecords:
+    """The records of the batch the runner holds (``hold``), as a Spark frame."""
+
+    spark: SparkSession
+    subscription: str
+    _batch: Batch | None = None
+    _messages: tuple[Message, ...] = ()
+    _by_offset: dict[int, Message] = field(default_factory=dict)
+
+    def hold(self, batch: Batch, messages: Sequence[Message]) -> None:
+        start = batch.ranges[0].start
+        self._batch, self._messages = batch, tuple(messages)
+        self._by_offset = {start + i: m for i, m in enumerate(messages)}
+
+    def frame(self, batch: Batch) -> DataFrame:
+        if self._batch is None or self._batch.batch_id != batch.batch_id:
+            raise RuntimeError(f"batch {batch.batch_id}: its messages are not held")
+        rows = [self._row(offset, m) for offset, m in self._by_offset.items()]
+        frame = self.spark.createDataFrame(rows, SCHEMA)
+        frame = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch.batch_id).cast("long"))
+        return frame.withColumn(keys.POSITION, keys.position())
+
+    def _row(self, offset: int, m: Message) -> tuple[object, ...]:
+        headers = [(k, v.encode()) for k, v in sorted(m.attributes.items())]
+        return (
+            m.ordering_key.encode() if m.ordering_key else None,
+            m.data,
+            self.subscription,
+            0,
+            offset,
+            m.publish_time,
+            0,
+            headers,
+            m.message_id,
+            dict(m.attributes),
+        )
+
+    def describe(self, reject: Reject) -> Reject:
+        message = self._by_offset.get(reject.offset)
+        if message is None:
+            return reject
+        return replace(reject, extra=letter_headers(message))
+
+
+def letter_headers(message: Message) -> tuple[tuple[str, str], ...]:
+    """The headers naming ``message`` in its dead letter (a pure function)."""
+    headers = [(ID_HEADER, message.message_id)]
+    used = 0
+    for name, value in sorted(message.attributes.items()):
+        size = len(name.encode()) + len(value.encode())
+        if used + size > ATTRIBUTES_BUDGET:
+            headers.append((TRUNCATED_HEADER, "true"))
+            break
+        headers.append((ATTRIBUTE_HEADER + name, value))
+        used += size
+    return tuple(headers)
