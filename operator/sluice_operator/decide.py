@@ -322,6 +322,10 @@ def _steady(
     running = pod.phase.value == "Running"
     phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
+    if status.executor_secrets is None and obs.spec is not None:
+        # A driver started by an operator that did not write them yet: its executors
+        # would be refused until the next driver.
+        status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
     status = reports.with_progress(status, pod, obs, settings.progress_seconds)
     status = reports.with_good(status, pod, obs)
     status = reports.with_lag(status, pod, obs, settings.progress_seconds)
@@ -401,6 +405,7 @@ def _start(
     owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
     status = replace(
         status,
+        executor_secrets=_executor_secrets(obs, spec),
         phase=phase,
         epoch=epoch,
         driver_pod=naming.driver_pod(obs.name, epoch),
@@ -542,6 +547,14 @@ def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
     written = replace(status, driver_pod=None)
     floor = max(obs.spec.restart.backoff_seconds, 1)
     return _count_failure(after, obs.spec, written, text, told, DEFAULTS, min_delay=floor)
+
+
+def _executor_secrets(obs: Observed, spec: PipelineSpec) -> tuple[str, ...] | None:
+    """``status.executorSecrets`` for a driver of ``spec``: ``None`` without executors."""
+    if spec.spark.executors.instances == 0:
+        return None
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid, "")
+    return builders.executor_secrets(owner, spec)
 
 
 def _until_node_lost(obs: Observed, pod: PodView) -> float | None:
