@@ -80,6 +80,9 @@ class Settings:
     secret_label: Label | None = DEFAULT_SECRET_LABEL
     """The label a Secret needs before a pipeline may use it (``consent``); ``None``:
     any Secret of the namespace."""
+    require_endpoints: bool = False
+    """A Secret whose value a pipeline's connection sends must carry the annotation
+    ``sluice.dev/allowed-endpoints`` (``consent``); ``False``: without it, anywhere."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
@@ -439,9 +442,10 @@ class Refusal:
 
 
 def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal | None:
-    if obs.secret_refusals:
-        message = "; ".join(obs.secret_refusals)
-        return Refusal(SECRETS_USABLE, "NotLabelled", "SecretNotUsable", message)
+    if obs.secret_refusals or obs.endpoint_refusals:
+        message = "; ".join((*obs.secret_refusals, *obs.endpoint_refusals))
+        reason = "NotLabelled" if obs.secret_refusals else "EndpointNotAllowed"
+        return Refusal(SECRETS_USABLE, reason, "SecretNotUsable", message)
     account = spec.spark.pod.service_account_name
     if account and account not in settings.driver_service_accounts:
         listed = ", ".join(sorted(settings.driver_service_accounts)) or "none"

@@ -261,3 +261,7 @@ class Observed:
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     only while no driver runs (the only time a pod may be created)."""
+    endpoint_refusals: tuple[str, ...] = ()
+    """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
+    annotation (or the platform's requirement of one) does not let them go
+    (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""

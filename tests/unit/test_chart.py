@@ -346,6 +346,20 @@ def test_the_cluster_id_is_read_from_kube_system_alone_unless_the_platform_names
     assert "--cluster-name=eu-west-1.prod" in args
 
 
+def test_secrets_may_go_anywhere_unless_the_platform_requires_their_endpoints(
+    render: Render,
+) -> None:
+    """operator.requireSecretEndpoints (off by default, so that today's examples run)
+    reaches the operator as --require-secret-endpoints (consent.py)."""
+
+    def args(*values: str) -> list[str]:
+        deployment = one(render(*values), "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert "--require-secret-endpoints" not in args()
+    assert "--require-secret-endpoints" in args("operator.requireSecretEndpoints=true")
+
+
 def test_a_cluster_name_that_cannot_key_a_checkpoint_is_refused(helm_binary: Path) -> None:
     done = subprocess.run(
         [str(helm_binary), "template", "rel", str(CHART), "--set=operator.clusterName=EU/west"],
