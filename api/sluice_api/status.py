@@ -10,7 +10,7 @@ here too: users and alerts read them.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -31,6 +31,11 @@ class StopReason(StrEnum):
     UPGRADE = "upgrade"
     SUSPEND = "suspend"
     DELETE = "delete"
+
+
+EXECUTOR_SECRETS_MAX: Final = 256
+"""More than an executor pod template can name: the Spark RPC secret, and at most 128
+env, 16 envFrom, 16 volumes and 8 pull secrets of spark.pod."""
 
 
 class _Model(BaseModel):
@@ -176,6 +181,16 @@ class PipelineStatus(_Model):
     )
     offset_reset: AppliedOffsetReset | None = Field(
         default=None, description="The last offset reset in effect (spec.offsetReset)."
+    )
+    executor_secrets: list[Annotated[str, Field(max_length=253)]] | None = Field(
+        default=None,
+        max_length=EXECUTOR_SECRETS_MAX,
+        description=(
+            "The Secrets the current driver's executor pods may name (its pod template's: "
+            "the pipeline's Spark RPC secret and the Secrets of spark.pod), written before "
+            "the driver is created; the chart's admission policy refuses an executor pod "
+            "its driver creates naming any other. Unset without executors."
+        ),
     )
     conditions: list[Condition] | None = Field(
         default=None, description="Current conditions of the pipeline, one per type."

@@ -80,6 +80,9 @@ class Settings:
     secret_label: Label | None = DEFAULT_SECRET_LABEL
     """The label a Secret needs before a pipeline may use it (``consent``); ``None``:
     any Secret of the namespace."""
+    require_endpoints: bool = False
+    """A Secret whose value a pipeline's connection sends must carry the annotation
+    ``sluice.dev/allowed-endpoints`` (``consent``); ``False``: without it, anywhere."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
@@ -322,6 +325,10 @@ def _steady(
     running = pod.phase.value == "Running"
     phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
+    if status.executor_secrets is None and obs.spec is not None:
+        # A driver started by an operator that did not write them yet: its executors
+        # would be refused until the next driver.
+        status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
     status = reports.with_progress(status, pod, obs, settings.progress_seconds)
     status = reports.with_good(status, pod, obs)
     status = reports.with_lag(status, pod, obs, settings.progress_seconds)
@@ -401,6 +408,7 @@ def _start(
     owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
     status = replace(
         status,
+        executor_secrets=_executor_secrets(obs, spec),
         phase=phase,
         epoch=epoch,
         driver_pod=naming.driver_pod(obs.name, epoch),
@@ -434,9 +442,10 @@ class Refusal:
 
 
 def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal | None:
-    if obs.secret_refusals:
-        message = "; ".join(obs.secret_refusals)
-        return Refusal(SECRETS_USABLE, "NotLabelled", "SecretNotUsable", message)
+    if obs.secret_refusals or obs.endpoint_refusals:
+        message = "; ".join((*obs.secret_refusals, *obs.endpoint_refusals))
+        reason = "NotLabelled" if obs.secret_refusals else "EndpointNotAllowed"
+        return Refusal(SECRETS_USABLE, reason, "SecretNotUsable", message)
     account = spec.spark.pod.service_account_name
     if account and account not in settings.driver_service_accounts:
         listed = ", ".join(sorted(settings.driver_service_accounts)) or "none"
@@ -542,6 +551,14 @@ def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
     written = replace(status, driver_pod=None)
     floor = max(obs.spec.restart.backoff_seconds, 1)
     return _count_failure(after, obs.spec, written, text, told, DEFAULTS, min_delay=floor)
+
+
+def _executor_secrets(obs: Observed, spec: PipelineSpec) -> tuple[str, ...] | None:
+    """``status.executorSecrets`` for a driver of ``spec``: ``None`` without executors."""
+    if spec.spark.executors.instances == 0:
+        return None
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid, "")
+    return builders.executor_secrets(owner, spec)
 
 
 def _until_node_lost(obs: Observed, pod: PodView) -> float | None:

@@ -138,6 +138,9 @@ class Status:
     last_good: GoodSpec | None = None
     rolled_back: Rollback | None = None
     offset_reset: AppliedReset | None = None
+    executor_secrets: tuple[str, ...] | None = None
+    """The Secrets the current driver's executor pods may name (``builders.executor_secrets``);
+    the chart's admission policy reads them here. ``None`` without executors."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
@@ -163,6 +166,11 @@ class Status:
             last_good=_good(raw.get("lastGoodSpec")),
             rolled_back=_rollback(raw.get("rolledBack")),
             offset_reset=_applied_reset(raw.get("offsetReset")),
+            executor_secrets=(
+                tuple(str(s) for s in raw["executorSecrets"])
+                if raw.get("executorSecrets") is not None
+                else None
+            ),
         )
 
     def to_patch(self) -> dict[str, Any]:
@@ -206,6 +214,9 @@ class Status:
                 else None
             ),
             "offsetReset": dataclasses.asdict(self.offset_reset) if self.offset_reset else None,
+            "executorSecrets": (
+                list(self.executor_secrets) if self.executor_secrets is not None else None
+            ),
         }
 
 
@@ -250,3 +261,7 @@ class Observed:
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     only while no driver runs (the only time a pod may be created)."""
+    endpoint_refusals: tuple[str, ...] = ()
+    """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
+    annotation (or the platform's requirement of one) does not let them go
+    (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""
