@@ -140,6 +140,8 @@ CASSANDRA_PORT: Final = 9042
 DATASTORE_ENDPOINT: Final = "datastore.googleapis.com:443"
 """Where the Datastore sink sends its key: Google's endpoint (the client's, not the
 spec's; with ``DATASTORE_EMULATOR_HOST`` it sends none)."""
+PUBSUB_ENDPOINT: Final = "pubsub.googleapis.com:443"
+"""Where the Pub/Sub source sends its key when ``source.pubsub.endpoint`` is unset."""
 USER_CODE_FIELDS: Final = (
     "transform.optionsFrom",
     "spark.pod.env",
@@ -179,10 +181,21 @@ def deliveries(spec: PipelineSpec) -> tuple[Delivery, ...]:
 
 
 def _deliveries(spec: PipelineSpec) -> Iterator[Delivery]:
-    kafka = spec.source.kafka
-    brokers = _split(kafka.bootstrap_servers)
-    where = "source.kafka.security"
-    yield from _kafka(kafka.security, where, "source.kafka.bootstrapServers", brokers)
+    kafka, pubsub = spec.source.kafka, spec.source.pubsub
+    brokers = _split(kafka.bootstrap_servers) if kafka is not None else ()
+    if kafka is not None:
+        where = "source.kafka.security"
+        yield from _kafka(kafka.security, where, "source.kafka.bootstrapServers", brokers)
+    if pubsub is not None and pubsub.credentials_secret:
+        endpoint = pubsub.endpoint or PUBSUB_ENDPOINT
+        yield Delivery(
+            pubsub.credentials_secret,
+            "source.pubsub.credentialsSecret",
+            "source.pubsub.endpoint" if pubsub.endpoint else "source.pubsub (Google's endpoint)",
+            (endpoint,),
+            443,
+            sent=True,
+        )
     if spec.sink.cassandra is not None:
         sink = spec.sink.cassandra
         yield from _cassandra(
@@ -204,7 +217,7 @@ def _deliveries(spec: PipelineSpec) -> Iterator[Delivery]:
         "checkpoint.cassandra",
         tuple(checkpoint.contact_points),
     )
-    letters = spec.dead_letter.kafka if spec.dead_letter is not None else None
+    letters = spec.kafka_dead_letter
     if letters is not None and letters.security is not None:
         if letters.bootstrap_servers is None:
             target, field_name = brokers, "source.kafka.bootstrapServers"

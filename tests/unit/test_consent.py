@@ -313,6 +313,18 @@ def test_every_connection_that_uses_a_secret_names_its_endpoints() -> None:
     }
     [key] = [d for d in deliveries(spec(**datastore)) if d.secret == "gcp-key"]
     assert (key.endpoints, key.sent) == (("datastore.googleapis.com:443",), True)
+    pubsub = {"project": "p1", "subscription": "sub", "credentialsSecret": "ps-key"}
+    for source, endpoint in (
+        (pubsub, "pubsub.googleapis.com:443"),
+        ({**pubsub, "endpoint": "ps.internal:8443"}, "ps.internal:8443"),
+    ):
+        from_pubsub = {**SPEC, "source": {"pubsub": source}, "deadLetter": None}
+        [key] = [d for d in deliveries(spec(**from_pubsub)) if d.secret == "ps-key"]
+        assert (key.where, key.endpoints, key.sent) == (
+            "source.pubsub.credentialsSecret",
+            (endpoint,),
+            True,
+        )
 
 
 def refusals_for(
