@@ -44,8 +44,8 @@ _CREATE: Final = {
             attributes map<text, text>, publish_time timestamp, ordering_key text,
             PRIMARY KEY ((pipeline, spool), seq))""",
     "pubsub_committed": """CREATE TABLE IF NOT EXISTS {ks}.pubsub_committed (
-            pipeline text, message_id text, batch_id bigint,
-            PRIMARY KEY ((pipeline, message_id)))""",
+            pipeline text, hour int, bucket int, message_id text, batch_id bigint,
+            PRIMARY KEY ((pipeline, hour, bucket), message_id))""",
 }
 
 ADDED_COLUMNS: Final = (

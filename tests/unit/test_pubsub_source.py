@@ -211,8 +211,8 @@ class FakeSpool:
         self.journal.steps.append(f"mark {batch.batch_id}")
         self.taken |= {m.message_id for m in messages}
 
-    def committed(self, ids: Iterable[str]) -> set[str]:
-        return self.taken & set(ids)
+    def committed(self, messages: Iterable[Message]) -> set[str]:
+        return self.taken & {m.message_id for m in messages}
 
 
 @dataclass
@@ -345,3 +345,30 @@ def test_a_planned_batch_is_recovered_from_the_spool_as_it_was_planned() -> None
     assert journal.steps[:4] == ["mark 4", "write 4: m2,m3", "commit 4", "spool 5"]
     assert runner.progress.positions == {tp: 13}
     assert subscription.acked == ["a7"]
+
+
+def test_a_batch_frame_has_the_kafka_columns_and_the_message_id_and_attributes() -> None:
+    from sluice_job.pubsub.records import SCHEMA, table
+
+    frame = table({7: Message("42", b"v", {"k": "a"}, T0, "ok"), 8: msg(2)}, "sub")
+    assert frame.schema.names == SCHEMA.fieldNames()
+    rows = frame.to_pylist()
+    assert [r["offset"] for r in rows] == [7, 8]
+    assert (rows[0]["key"], rows[1]["key"]) == (b"ok", None)
+    assert rows[0]["headers"] == [{"key": "k", "value": b"a"}]
+    assert rows[0]["attributes"] == [("k", "a")]
+    assert rows[0]["message_id"] == "42"
+
+
+def test_an_id_is_looked_up_where_it_was_marked_whatever_the_delivery() -> None:
+    from sluice_job.pubsub.spool import BUCKETS, chunks, partition_of
+
+    first, again = msg(3, ack="a"), msg(3, ack="b")
+    assert partition_of(first) == partition_of(again)
+    assert 0 <= partition_of(first)[1] < BUCKETS
+    # Unlogged batches stay under Cassandra's batch size limit, rows in order.
+    large = chunks([(i,) for i in range(10)], lambda _row: 12_000)
+    assert [len(run) for run in large] == [2, 2, 2, 2, 2]
+    assert [row for run in large for row in run] == [(i,) for i in range(10)]
+    assert [len(run) for run in chunks([(i,) for i in range(100)], lambda _row: 10)] == [64, 36]
+    assert [len(run) for run in chunks([(1,), (2,)], lambda _row: 99_999)] == [1, 1]

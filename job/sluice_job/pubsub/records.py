@@ -9,7 +9,8 @@ its publish time; ``headers``: its attributes), plus ``message_id`` and
 position (``keys.POSITION``), as the Kafka reader adds them.
 
 The messages are in the driver already (pulled, or read back from the spool), so
-the frame is made from them there and Spark ships its slices to the tasks.
+the frame is made from them there, as an Arrow table, and Spark ships its slices to
+the tasks.
 
 A reject's dead letter names its message: ``sluice.pubsub.message.id`` and the
 message's attributes as ``sluice.pubsub.attribute.<name>`` headers, cut to
@@ -19,10 +20,11 @@ letter still fits the dead-letter topic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -90,31 +92,45 @@ class PubSubRecords:
     def frame(self, batch: Batch) -> DataFrame:
         if self._batch is None or self._batch.batch_id != batch.batch_id:
             raise RuntimeError(f"batch {batch.batch_id}: its messages are not held")
-        rows = [self._row(offset, m) for offset, m in self._by_offset.items()]
-        frame = self.spark.createDataFrame(rows, SCHEMA)
+        frame = self.spark.createDataFrame(table(self._by_offset, self.subscription))
         frame = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch.batch_id).cast("long"))
         return frame.withColumn(keys.POSITION, keys.position())
-
-    def _row(self, offset: int, m: Message) -> tuple[object, ...]:
-        headers = [(k, v.encode()) for k, v in sorted(m.attributes.items())]
-        return (
-            m.ordering_key.encode() if m.ordering_key else None,
-            m.data,
-            self.subscription,
-            0,
-            offset,
-            m.publish_time,
-            0,
-            headers,
-            m.message_id,
-            dict(m.attributes),
-        )
 
     def describe(self, reject: Reject) -> Reject:
         message = self._by_offset.get(reject.offset)
         if message is None:
             return reject
         return replace(reject, extra=letter_headers(message))
+
+
+def table(by_offset: Mapping[int, Message], subscription: str) -> pa.Table:
+    """The messages as an Arrow table of :data:`SCHEMA`: Spark takes it into the JVM
+    as it is (no Python worker unpickles rows), several times faster than rows."""
+    messages = list(by_offset.values())
+    count = len(messages)
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    return pa.table(
+        {
+            "key": pa.array([m.ordering_key.encode() or None for m in messages], pa.binary()),
+            "value": pa.array([m.data for m in messages], pa.binary()),
+            "topic": pa.array([subscription] * count, pa.string()),
+            "partition": pa.array([0] * count, pa.int32()),
+            "offset": pa.array(list(by_offset), pa.int64()),
+            "timestamp": pa.array([m.publish_time for m in messages], pa.timestamp("us", "UTC")),
+            "timestampType": pa.array([0] * count, pa.int32()),
+            "headers": pa.array(
+                [
+                    [{"key": k, "value": v.encode()} for k, v in sorted(m.attributes.items())]
+                    for m in messages
+                ],
+                pa.list_(header),
+            ),
+            "message_id": pa.array([m.message_id for m in messages], pa.string()),
+            "attributes": pa.array(
+                [sorted(m.attributes.items()) for m in messages], pa.map_(pa.string(), pa.string())
+            ),
+        }
+    )
 
 
 def letter_headers(message: Message) -> tuple[tuple[str, str], ...]:

@@ -29,7 +29,8 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from sluice_job import announce, logs, outages, write_order
 from sluice_job.batch import BatchRun, deadline, log_fields
@@ -55,7 +56,7 @@ class Spooling(Protocol):
     def read(self, batch: Batch) -> tuple[Message, ...]: ...
     def drop(self, batch: Batch) -> None: ...
     def mark(self, batch: Batch, messages: Iterable[Message]) -> None: ...
-    def committed(self, ids: Iterable[str]) -> set[str]: ...
+    def committed(self, messages: Iterable[Message]) -> set[str]: ...
 
 
 class Holding(Protocol):
@@ -114,6 +115,8 @@ class PubSubRunner:
     """Pulled, new, leased, not yet in a batch (over the caps of the last one)."""
     _repeats: list[Message] = field(init=False, default_factory=list)
     """Deliveries of messages already taken or held: acknowledged with the next commit."""
+    _times: dict[str, float] = field(init=False, default_factory=dict)
+    """Seconds of the Pub/Sub steps since the last batch was acknowledged."""
     _store: Store = field(init=False)
     _executor: Executor = field(init=False)
 
@@ -203,7 +206,8 @@ class PubSubRunner:
         while len(self._waiting) < self.max_messages:
             if sum(m.size for m in self._waiting) >= self.max_bytes:
                 return
-            deliveries = self.subscription.pull(self.max_messages - len(self._waiting))
+            wanted = self.max_messages - len(self._waiting)
+            deliveries = self._timed("pull", partial(self.subscription.pull, wanted))
             if not deliveries:
                 return
             self.leases.hold(m.ack_id for m in deliveries)
@@ -212,7 +216,7 @@ class PubSubRunner:
 
     def _sort(self, deliveries: Sequence[Message]) -> None:
         """New messages wait for a batch; repeats wait for an acknowledgement."""
-        committed = self.spool.committed(m.message_id for m in deliveries)
+        committed = self._timed("lookup", lambda: self.spool.committed(deliveries))
         held = [m.message_id for m in self._waiting]
         sorted_ = sort_deliveries(deliveries, committed, held)
         self._waiting.extend(sorted_.new)
@@ -241,7 +245,7 @@ class PubSubRunner:
             run = BatchRun(batch, self.clock)
             if not planned_ahead:
                 run.timed("plan", lambda: self._plan(batch, messages))
-            run.timed("plan", lambda: self.spool.mark(batch, messages))
+            run.timed("plan", lambda: self._timed("mark", lambda: self.spool.mark(batch, messages)))
             self.records.hold(batch, messages)
             times = self._executor.execute(batch, self.epoch)
             lwt = run.timed("commit", lambda: self._store.commit(batch, run.started_at))
@@ -251,8 +255,15 @@ class PubSubRunner:
         logs.event("batch", **log_fields(done, epoch=self.epoch, recovered=planned_ahead))
 
     def _plan(self, batch: Batch, messages: Sequence[Message]) -> None:
-        self.spool.write(batch, messages)
+        self._timed("spool", lambda: self.spool.write(batch, messages))
         self._store.plan(batch)
+
+    def _timed(self, step: str, call: Callable[[], T]) -> T:
+        began = self.clock()
+        try:
+            return call()
+        finally:
+            self._times[step] = self._times.get(step, 0.0) + self.clock() - began
 
     def _advance(self, batch: Batch) -> None:
         self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
@@ -266,7 +277,16 @@ class PubSubRunner:
         dropped as a repeat."""
         repeats, self._repeats = self._repeats, []
         ack_ids = [m.ack_id for m in (*messages, *repeats) if m.ack_id]
-        self._ack(ack_ids, batch.batch_id)
+        self._timed("ack", lambda: self._ack(ack_ids, batch.batch_id))
+        times, self._times = self._times, {}
+        fields: dict[str, Any] = {f"{k}_s": round(v, 4) for k, v in sorted(times.items())}
+        logs.event(
+            "pubsub batch",
+            batch_id=batch.batch_id,
+            messages=len(messages),
+            repeats=len(repeats),
+            **fields,
+        )
         try:
             self.spool.drop(batch)
         except Exception as err:  # the spool's TTL removes it anyway
