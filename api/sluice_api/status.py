@@ -52,12 +52,19 @@ class LastCommit(_Model):
 
 
 class Lag(_Model):
-    """How far the running driver is behind Kafka, as it last reported it."""
+    """How far the running driver is behind its source, as it last reported it."""
 
     records: int = Field(
         ge=0,
-        description="Records past the committed offsets, up to the last stable offsets, "
-        "summed over partitions.",
+        description="Kafka: records past the committed offsets, up to the last stable "
+        "offsets, summed over partitions. Pub/Sub: messages pulled and not yet "
+        "acknowledged (the subscription's backlog is in Cloud Monitoring).",
+    )
+    oldest_message_age_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="Pub/Sub: seconds since the oldest message the driver holds "
+        "unacknowledged was published.",
     )
     time: str = Field(
         description="When the operator read it from the driver.",

@@ -83,6 +83,8 @@ class LastCommit:
 class Lag:
     records: int
     time: str
+    oldest_age: int | None = None
+    """Pub/Sub: seconds since the oldest held message was published."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class Status:
             last_commit=(
                 LastCommit(int(commit["batchId"]), str(commit["time"])) if commit else None
             ),
-            lag=Lag(int(lag["records"]), str(lag["time"])) if lag else None,
+            lag=_lag(lag) if lag else None,
             message=str(raw.get("message", "")),
             conditions=tuple(raw.get("conditions", ())),
             last_good=_good(raw.get("lastGoodSpec")),
@@ -191,7 +193,7 @@ class Status:
                 if self.last_commit
                 else None
             ),
-            "lag": {"records": self.lag.records, "time": self.lag.time} if self.lag else None,
+            "lag": _lag_patch(self.lag) if self.lag else None,
             "message": self.message,
             "conditions": [dict(c) for c in self.conditions],
             "lastGoodSpec": (
@@ -265,3 +267,15 @@ class Observed:
     """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
     annotation (or the platform's requirement of one) does not let them go
     (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""
+
+
+def _lag(raw: Mapping[str, Any]) -> Lag:
+    age = raw.get("oldestMessageAgeSeconds")
+    return Lag(int(raw["records"]), str(raw["time"]), int(age) if age is not None else None)
+
+
+def _lag_patch(lag: Lag) -> dict[str, Any]:
+    patch: dict[str, Any] = {"records": lag.records, "time": lag.time}
+    if lag.oldest_age is not None:
+        patch["oldestMessageAgeSeconds"] = lag.oldest_age
+    return patch
