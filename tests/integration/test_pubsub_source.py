@@ -98,23 +98,24 @@ def test_every_message_counts_once_and_malformed_ones_are_dead_letters_naming_it
     subscription = pubsub.subscription(topic)
     dead_letters = pubsub.topic()
     letters = pubsub.subscription(dead_letters)
-    ids = pubsub.publish_events(topic, factory, range(2_000))
+    ids = pubsub.publish_events(topic, factory, range(1_000))
     run = driver.start(
         pubsub_spec(
             pubsub,
             subscription,
             cassandra_contact,
             kpi_table,
+            per_batch=250,
             deadLetter={"pubsub": {"topic": dead_letters.rsplit("/", 1)[-1]}},
         ),
         epoch=1,
     )
-    wait_all_acked(run, pubsub, subscription, 2_000, timeout=300)
+    wait_all_acked(run, pubsub, subscription, 1_000, timeout=300)
     stop_cleanly(run)
 
-    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(2_000))
-    assert committed_messages(cassandra, kpi_table, driver) == 2_000
-    bad = {seq for seq in range(2_000) if factory.is_bad(seq)}
+    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(1_000))
+    assert committed_messages(cassandra, kpi_table, driver) == 1_000
+    bad = {seq for seq in range(1_000) if factory.is_bad(seq)}
     received = pubsub.pull_until(
         letters,
         lambda d: len({x.message_id for x in d.seen}) >= len(bad),
@@ -139,7 +140,7 @@ def test_a_crash_between_commit_and_ack_redelivers_and_counts_once(
     factory = EventFactory(seed=32)
     topic = pubsub.topic()
     subscription = pubsub.subscription(topic)
-    pubsub.publish_events(topic, factory, range(1_200))
+    pubsub.publish_events(topic, factory, range(800))
     spec = pubsub_spec(pubsub, subscription, cassandra_contact, kpi_table)
     # The commit of batch 2 applied, its messages not yet acknowledged: killed there.
     first = driver.start(spec, epoch=1, failpoints="after_commit=30")
@@ -153,11 +154,11 @@ def test_a_crash_between_commit_and_ack_redelivers_and_counts_once(
     assert pubsub.stats(subscription)["acked"] <= 400  # batch 1 at most
 
     second = driver.start(spec, epoch=2)
-    wait_all_acked(second, pubsub, subscription, 1_200, timeout=300)
+    wait_all_acked(second, pubsub, subscription, 800, timeout=300)
     stop_cleanly(second)
 
-    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(1_200))
-    assert committed_messages(cassandra, kpi_table, driver) == 1_200
+    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(800))
+    assert committed_messages(cassandra, kpi_table, driver) == 800
     dropped = sum(e["deduplicated"] for e in second.events() if e.get("event") == "repeats")
     assert dropped >= 400  # batch 2 came back, and no message of it counted again
     assert pubsub.stats(subscription)["redelivered"] >= 400
@@ -201,7 +202,7 @@ def test_a_zombie_driver_is_fenced_and_acknowledges_nothing(
     factory = EventFactory(seed=34)
     topic = pubsub.topic()
     subscription = pubsub.subscription(topic)
-    pubsub.publish_events(topic, factory, range(1_200))
+    pubsub.publish_events(topic, factory, range(800))
     spec = pubsub_spec(pubsub, subscription, cassandra_contact, kpi_table)
     zombie = driver.start(spec, epoch=1, failpoints="after_write=3")
     zombie.wait_event(
@@ -213,7 +214,7 @@ def test_a_zombie_driver_is_fenced_and_acknowledges_nothing(
     acked_before = pubsub.stats(subscription)["acked"]
 
     successor = driver.start(spec, epoch=2)
-    wait_all_acked(successor, pubsub, subscription, 1_200, timeout=300)
+    wait_all_acked(successor, pubsub, subscription, 800, timeout=300)
     acked = pubsub.stats(subscription)["acked"]
     zombie.signal_tree(signal.SIGCONT)  # back: its commit of batch 2 is refused
     assert zombie.wait(120) == 3
@@ -223,6 +224,6 @@ def test_a_zombie_driver_is_fenced_and_acknowledges_nothing(
     zombie_acks = [e for e in zombie.events() if e.get("event") == "acknowledged"]
     assert all(e["batch_id"] < 2 for e in zombie_acks)
     assert pubsub.stats(subscription)["acked"] == acked >= acked_before
-    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(1_200))
+    assert kpis.sums(cassandra, kpi_table) == kpis.expected_sums(factory, range(800))
     recovered = [e for e in successor.events() if e.get("event") == "recovering planned batch"]
     assert [e["batch_id"] for e in recovered] == [2]  # the zombie's planned batch, as planned
