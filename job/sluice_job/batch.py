@@ -22,26 +22,32 @@ T = TypeVar("T")
 
 
 @dataclass
-class BatchRun:
-    """A batch from its start to its commit, timed by ``clock`` (seconds)."""
+class StepTimes:
+    """Seconds spent in named steps, summed per step, timed by ``clock``."""
 
-    batch: Batch
     clock: Callable[[], float]
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     seconds: dict[str, float] = field(default_factory=dict)
-    """Seconds of the steps the runner timed: ``plan`` and ``commit``."""
-    _started: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._started = self.clock()
 
     def timed(self, step: str, call: Callable[[], T]) -> T:
-        """Run ``call`` and record how long it took as ``step``."""
+        """Run ``call`` and add how long it took to ``step``."""
         began = self.clock()
         try:
             return call()
         finally:
             self.seconds[step] = self.seconds.get(step, 0.0) + self.clock() - began
+
+
+@dataclass
+class BatchRun(StepTimes):
+    """A batch from its start to its commit, timed by ``clock`` (seconds); its steps
+    (``seconds``) are the ones the runner timed: ``plan`` and ``commit``."""
+
+    batch: Batch = field(kw_only=True)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._started = self.clock()
 
     def committed(self, times: PhaseTimes | None, commit_lwt_seconds: float) -> Committed:
         return Committed(

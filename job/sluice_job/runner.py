@@ -71,6 +71,18 @@ class Progress:
     records: int = 0
     skipped: int = 0
 
+    def resume(self, checkpoint: Checkpoint) -> None:
+        """Where a driver starts: the claimed checkpoint."""
+        self.batch_id, self.positions = checkpoint.batch_id, dict(checkpoint.positions)
+        self.version = checkpoint.version
+
+    def advance(self, batch: Batch) -> None:
+        """``batch`` was committed."""
+        self.batch_id, self.positions = batch.batch_id, dict(batch.positions)
+        self.version = batch.version
+        self.batches += 1
+        self.records += batch.records
+
 
 @dataclass
 class Runner:
@@ -115,9 +127,7 @@ class Runner:
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
         checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
-        self.progress.batch_id = checkpoint.batch_id
-        self.progress.positions = dict(checkpoint.positions)
-        self.progress.version = checkpoint.version
+        self.progress.resume(checkpoint)
         logs.event(
             "claimed",
             epoch=self.epoch,
@@ -198,7 +208,7 @@ class Runner:
             self._attempt(batch, planned_ahead=planned_ahead)
 
     def _attempt(self, batch: Batch, *, planned_ahead: bool) -> None:
-        run = BatchRun(batch, self.clock)
+        run = BatchRun(self.clock, batch=batch)
         if batch.ranges and not planned_ahead:
             run.timed("plan", lambda: self._store.plan(batch))
         times = self._executor.execute(batch, self.epoch) if batch.ranges else None
@@ -207,10 +217,7 @@ class Runner:
         self._report(run.committed(times, lwt), recovered=planned_ahead)
 
     def _advance(self, batch: Batch) -> None:
-        self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
-        self.progress.version = batch.version
-        self.progress.batches += 1
-        self.progress.records += batch.records
+        self.progress.advance(batch)
 
     def _report(self, done: Committed, *, recovered: bool) -> None:
         self.observer.committed(done)

@@ -28,22 +28,17 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
     MapType,
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from sluice_job import keys
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import Reject
 from sluice_job.pubsub.messages import Message
-from sluice_job.reader import BATCH_ID_COLUMN
+from sluice_job.reader import BATCH_ID_COLUMN, KAFKA_RECORD
 
 MESSAGE_ID: Final = "message_id"
 ATTRIBUTES: Final = "attributes"
@@ -55,23 +50,12 @@ ATTRIBUTES_BUDGET: Final = 512
 
 SCHEMA: Final = StructType(
     [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
+        *KAFKA_RECORD.fields,
         StructField(MESSAGE_ID, StringType()),
         StructField(ATTRIBUTES, MapType(StringType(), StringType())),
     ]
 )
+"""The Kafka source's columns, then the message's id and attributes."""
 
 
 @dataclass

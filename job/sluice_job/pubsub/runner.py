@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from sluice_job import announce, logs, outages, write_order
-from sluice_job.batch import BatchRun, deadline, log_fields
+from sluice_job.batch import BatchRun, StepTimes, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Executor, NoObserver, Observer, Store
@@ -115,7 +115,7 @@ class PubSubRunner:
     """Pulled, new, leased, not yet in a batch (over the caps of the last one)."""
     _repeats: list[Message] = field(init=False, default_factory=list)
     """Deliveries of messages already taken or held: acknowledged with the next commit."""
-    _times: dict[str, float] = field(init=False, default_factory=dict)
+    _times: StepTimes = field(init=False)
     """Seconds of the Pub/Sub steps since the last batch was acknowledged."""
     _store: Store = field(init=False)
     _executor: Executor = field(init=False)
@@ -128,6 +128,7 @@ class PubSubRunner:
         """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
+        self._times = StepTimes(self.clock)
         self.leases.start()
         clean = False
         try:
@@ -146,9 +147,7 @@ class PubSubRunner:
         logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
     def _claimed(self, checkpoint: Checkpoint) -> None:
-        self.progress.batch_id = checkpoint.batch_id
-        self.progress.positions = dict(checkpoint.positions)
-        self.progress.version = checkpoint.version
+        self.progress.resume(checkpoint)
         logs.event(
             "claimed",
             epoch=self.epoch,
@@ -242,7 +241,7 @@ class PubSubRunner:
 
     def _attempt(self, batch: Batch, messages: Sequence[Message], *, planned_ahead: bool) -> None:
         with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):
-            run = BatchRun(batch, self.clock)
+            run = BatchRun(self.clock, batch=batch)
             if not planned_ahead:
                 run.timed("plan", lambda: self._plan(batch, messages))
             run.timed("plan", lambda: self._timed("mark", lambda: self.spool.mark(batch, messages)))
@@ -259,17 +258,10 @@ class PubSubRunner:
         self._store.plan(batch)
 
     def _timed(self, step: str, call: Callable[[], T]) -> T:
-        began = self.clock()
-        try:
-            return call()
-        finally:
-            self._times[step] = self._times.get(step, 0.0) + self.clock() - began
+        return self._times.timed(step, call)
 
     def _advance(self, batch: Batch) -> None:
-        self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
-        self.progress.version = batch.version
-        self.progress.batches += 1
-        self.progress.records += batch.records
+        self.progress.advance(batch)
 
     def _acknowledge(self, batch: Batch, messages: Sequence[Message]) -> None:
         """After the commit: the batch's messages and the repeats seen so far. An
@@ -278,7 +270,7 @@ class PubSubRunner:
         repeats, self._repeats = self._repeats, []
         ack_ids = [m.ack_id for m in (*messages, *repeats) if m.ack_id]
         self._timed("ack", lambda: self._ack(ack_ids, batch.batch_id))
-        times, self._times = self._times, {}
+        times, self._times = self._times.seconds, StepTimes(self.clock)
         fields: dict[str, Any] = {f"{k}_s": round(v, 4) for k, v in sorted(times.items())}
         logs.event(
             "pubsub batch",
