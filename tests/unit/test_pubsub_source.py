@@ -372,3 +372,53 @@ def test_an_id_is_looked_up_where_it_was_marked_whatever_the_delivery() -> None:
     assert [row for run in large for row in run] == [(i,) for i in range(10)]
     assert [len(run) for run in chunks([(i,) for i in range(100)], lambda _row: 10)] == [64, 36]
     assert [len(run) for run in chunks([(1,), (2,)], lambda _row: 99_999)] == [1, 1]
+
+
+@dataclass
+class SteadyStream(FakeSubscription):
+    """A stream slower than the cap: each pull finds one new message, 0.1 s after the
+    last (``now``, the runner's clock)."""
+
+    now: float = 0.0
+
+    def pull(self, max_messages: int) -> list[Message]:
+        self.now += 0.1
+        return super().pull(min(max_messages, 1))
+
+
+def test_a_steady_stream_below_the_cap_makes_a_batch_each_interval_not_once_the_cap_fills() -> None:
+    """With 10 messages a second and a cap of 1,000, a batch that waited for the cap
+    would hold its first message back 100 s, far beyond the 1 s trigger interval."""
+    journal = Journal()
+    stream = SteadyStream(journal, [msg(i) for i in range(1_000)])
+    stop = threading.Event()
+
+    class OneBatch(FakeExecutor):
+        def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
+            stop.set()  # then the runner gives back what it holds and stops
+            return super().execute(batch, epoch)
+
+    executor = OneBatch(journal, stop, stream)
+    runner = PubSubRunner(
+        epoch=2,
+        subscription_id="sub",
+        max_messages=1_000,
+        max_bytes=1_000_000,
+        interval=1.0,
+        store=FakeStore(journal),
+        spool=FakeSpool(journal),
+        subscription=stream,
+        leases=Leases(stream, 60),
+        records=executor,
+        executor=executor,
+        ownership=lambda: True,
+        stop=stop,
+        pause=lambda _s: None,
+        clock=lambda: stream.now,
+    )
+    runner.run()
+    (written,) = [s for s in journal.steps if s.startswith("write")]
+    taken = written.split(": ")[1].split(",")
+    assert taken == [f"m{i}" for i in range(len(taken))]
+    assert len(taken) <= 11, f"the first batch waited for {len(taken)} messages"
+    assert stream.now <= 1.2, f"it was written after {stream.now:.1f}s of pulling"

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from sluice_job import announce, logs, outages, write_order
 from sluice_job.batch import BatchRun, StepTimes, deadline, log_fields
@@ -42,6 +42,10 @@ from sluice_job.pubsub.messages import Message, oldest_age, sort_deliveries, tak
 from sluice_job.runner import IDLE_FIRST, Progress, idle_after
 
 T = TypeVar("T")
+
+PULL_ROUND_SECONDS: Final = 1.0
+"""The least time a batch's pulls may take to gather a backlog (with a trigger
+interval below it); a longer interval is the bound."""
 
 
 class Pulling(Protocol):
@@ -119,6 +123,10 @@ class PubSubRunner:
     """Seconds of the Pub/Sub steps since the last batch was acknowledged."""
     _store: Store = field(init=False)
     _executor: Executor = field(init=False)
+
+    @property
+    def _pull_round(self) -> float:
+        return max(self.interval, PULL_ROUND_SECONDS)
 
     @property
     def tp(self) -> TopicPartition:
@@ -200,10 +208,16 @@ class PubSubRunner:
         return batch, taken.batch
 
     def _pull(self) -> None:
-        """Pull until the new messages waiting fill a batch or the subscription has no
-        more for now; leases are renewed from the moment of the pull."""
+        """Pull until the new messages waiting fill a batch, the subscription has no
+        more for now, or the pulls have lasted a trigger interval (at least
+        :data:`PULL_ROUND_SECONDS`) with messages waiting: a steady stream slower than
+        the caps would otherwise hold every batch back until it filled. Leases are
+        renewed from the moment of the pull."""
+        began = self.clock()
         while len(self._waiting) < self.max_messages:
             if sum(m.size for m in self._waiting) >= self.max_bytes:
+                return
+            if self._waiting and self.clock() - began >= self._pull_round:
                 return
             wanted = self.max_messages - len(self._waiting)
             deliveries = self._timed("pull", partial(self.subscription.pull, wanted))
