@@ -180,15 +180,22 @@ class FakeSubscription:
         taken, self.queue = self.queue[:max_messages], self.queue[max_messages:]
         if not taken:
             self.drained.set()
+        self.out.update((m.ack_id, m) for m in taken)
         return taken
 
     def ack(self, ack_ids: Sequence[str]) -> None:
         self.journal.steps.append(f"ack {len(ack_ids)}")
         self.acked.extend(ack_ids)
+        for ack_id in ack_ids:
+            self.out.pop(ack_id, None)
 
     def extend(self, ack_ids: Sequence[str], seconds: int) -> None:
         if seconds == 0:
             self.journal.steps.append(f"give back {len(ack_ids)}")
+            self.queue.extend(self.out.pop(a) for a in ack_ids if a in self.out)
+
+    out: dict[str, Message] = field(default_factory=dict)
+    """Delivered and not acknowledged: what a lease given back returns to the queue."""
 
 
 @dataclass
@@ -422,3 +429,20 @@ def test_a_steady_stream_below_the_cap_makes_a_batch_each_interval_not_once_the_
     assert taken == [f"m{i}" for i in range(len(taken))]
     assert len(taken) <= 11, f"the first batch waited for {len(taken)} messages"
     assert stream.now <= 1.2, f"it was written after {stream.now:.1f}s of pulling"
+
+
+def test_deliveries_pulled_into_an_outage_are_given_back_not_held_forever() -> None:
+    runner, journal, subscription, spool = loop([msg(i) for i in range(4)])
+    lookups = spool.committed
+
+    def cassandra_away_once(messages: Iterable[Message]) -> set[str]:
+        if "outage" not in journal.steps:
+            journal.steps.append("outage")
+            raise PubSubUnavailableError("the ids record is away")
+        return lookups(messages)
+
+    spool.committed = cassandra_away_once  # type: ignore[method-assign]
+    runner.run()
+    assert journal.steps[:2] == ["outage", "give back 2"]
+    assert sorted(subscription.acked) == ["a0", "a1", "a2", "a3"]
+    assert runner.leases.held == 0

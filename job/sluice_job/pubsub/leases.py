@@ -55,6 +55,15 @@ class Leases:
             for ack_id in ack_ids:
                 self._held.pop(ack_id, None)
 
+    def give_back(self, ack_ids: Sequence[str]) -> None:
+        """End these leases now, so the messages are delivered again at once (best
+        effort: otherwise they come back when the leases run out)."""
+        self.forget(ack_ids)
+        try:
+            self.lessor.extend(ack_ids, 0)
+        except Exception as err:
+            logs.event("messages not given back", level=30, message=str(err)[:500])
+
     @property
     def held(self) -> int:
         with self._lock:
@@ -67,13 +76,11 @@ class Leases:
         if self._thread is not None:
             self._thread.join(timeout=10)
         with self._lock:
-            held, self._held = list(self._held), {}
+            held = list(self._held)
         if give_back and held:
-            try:
-                self.lessor.extend(held, 0)
-                logs.event("messages given back", messages=len(held))
-            except Exception as err:  # they come back when their leases end anyway
-                logs.event("messages not given back", level=30, message=str(err)[:500])
+            logs.event("messages given back", messages=len(held))
+            self.give_back(held)
+        self.forget(held)
 
     def _run(self) -> None:
         interval = max(1.0, self.seconds / 3)

@@ -225,7 +225,11 @@ class PubSubRunner:
                 return
             self.leases.hold(m.ack_id for m in deliveries)
             self.pubsub_observer.pulled(len(deliveries))
-            self._sort(deliveries)
+            try:
+                self._sort(deliveries)
+            except Exception:  # an outage: these would be held, renewed, forever
+                self.leases.give_back([m.ack_id for m in deliveries])
+                raise
 
     def _sort(self, deliveries: Sequence[Message]) -> None:
         """New messages wait for a batch; repeats wait for an acknowledgement."""
