@@ -154,7 +154,9 @@ def widget_crd(admin: Api) -> Iterator[str]:
     admin.call("POST", CRDS, CRD)
 
     def established() -> bool:
-        conditions = admin.get(path).get("status", {}).get("conditions", [])
+        # A CRD just created may show ``status.conditions: null`` until its controller
+        # has looked at it.
+        conditions = (admin.get(path).get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     wait_for("the test CRD to be established", established, timeout=30)
