@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sluice_job import offsets
-from sluice_job.checkpoint import Batch
-from sluice_job.ports import Committed, PhaseTimes
+from sluice_job import offsets, outages
+from sluice_job.checkpoint import Batch, FencedError
+from sluice_job.ports import Committed, Observer, PhaseTimes
 
 T = TypeVar("T")
 
@@ -99,3 +99,22 @@ def deadline(
         yield
     finally:
         timer.cancel()
+
+
+def attempted(
+    batch_id: int,
+    attempt: Callable[[], None],
+    observer: Observer,
+    pause: Callable[[float], None],
+) -> None:
+    """Batch ``batch_id``'s ``attempt``, again through dependency outages
+    (``outages``); a failure that ends it is told to ``observer`` (fenced or not)
+    and raised."""
+    try:
+        outages.through_outages(f"batch {batch_id}", attempt, observer, pause=pause)
+    except FencedError:
+        observer.failed(fenced=True)
+        raise
+    except Exception:
+        observer.failed(fenced=False)
+        raise

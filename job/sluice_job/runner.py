@@ -23,13 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
 from sluice_job import announce, logs, offsets, outages, reset, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
-from sluice_job.batch import BatchRun, deadline, log_fields
-from sluice_job.checkpoint import Batch, Checkpoint, FencedError
+from sluice_job.batch import BatchRun, attempted, deadline, log_fields
+from sluice_job.checkpoint import Batch, Checkpoint
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
 from sluice_job.ports import (
@@ -191,17 +192,8 @@ class Runner:
         return outages.through_outages(step, call, self.observer, pause=self.pause)
 
     def _run_batch(self, batch: Batch, *, planned_ahead: bool) -> None:
-        try:
-            self._retrying(
-                f"batch {batch.batch_id}",
-                lambda: self._execute_and_commit(batch, planned_ahead=planned_ahead),
-            )
-        except FencedError:
-            self.observer.failed(fenced=True)
-            raise
-        except Exception:
-            self.observer.failed(fenced=False)
-            raise
+        attempt = partial(self._execute_and_commit, batch, planned_ahead=planned_ahead)
+        attempted(batch.batch_id, attempt, self.observer, self.pause)
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
         with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):

@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
 from sluice_job import announce, logs, outages, write_order
-from sluice_job.batch import BatchRun, StepTimes, deadline, log_fields
+from sluice_job.batch import BatchRun, StepTimes, attempted, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Executor, NoObserver, Observer, Store
@@ -244,17 +244,8 @@ class PubSubRunner:
             logs.event("repeats", redelivered=len(sorted_.repeats), deduplicated=deduplicated)
 
     def _run_batch(self, batch: Batch, messages: Sequence[Message], *, planned_ahead: bool) -> None:
-        try:
-            self._retrying(
-                f"batch {batch.batch_id}",
-                lambda: self._attempt(batch, messages, planned_ahead=planned_ahead),
-            )
-        except FencedError:
-            self.observer.failed(fenced=True)
-            raise
-        except Exception:
-            self.observer.failed(fenced=False)
-            raise
+        attempt = partial(self._attempt, batch, messages, planned_ahead=planned_ahead)
+        attempted(batch.batch_id, attempt, self.observer, self.pause)
         self._acknowledge(batch, messages)
 
     def _attempt(self, batch: Batch, messages: Sequence[Message], *, planned_ahead: bool) -> None:
