@@ -6,6 +6,7 @@ acknowledged in the end, and only after its batch was committed."""
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
@@ -64,8 +65,6 @@ def committed_messages(cassandra: Any, keyspace: str, driver: Driver) -> int:
     row = state.checkpoint_row(cassandra, keyspace, driver.checkpoint_key)
     if row is None:
         return 0
-    import json
-
     return int(sum(p for parts in json.loads(row.offsets).values() for p in parts.values()))
 
 
