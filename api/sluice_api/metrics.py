@@ -36,6 +36,12 @@ DEPENDENCY_AVAILABLE: Final = "sluice_dependency_available"
 """1 while the driver reaches ``dependency`` (cassandra, kafka, datastore), 0 while it
 waits for it to come back; labelled ``pipeline`` and ``dependency``."""
 DEPENDENCY_RETRIES: Final = "sluice_dependency_retries"
+STANDBY_READY: Final = "sluice_standby_ready"
+"""1 once a standby driver (WarmHandover) is ready to take over: Spark started, Kafka
+and the stores reached, the transform checked; what the operator waits for."""
+HANDOVER_GAP: Final = "sluice_handover_gap_seconds"
+"""Seconds from the previous epoch's last commit to this driver's first (a standby
+that took over)."""
 DEPENDENCY_LABEL: Final = "dependency"
 
 PIPELINE_LABEL: Final = "pipeline"
@@ -68,6 +74,8 @@ DRIVER: Final = (
     DRIVER_INFO,
     DEPENDENCY_AVAILABLE,
     DEPENDENCY_RETRIES,
+    STANDBY_READY,
+    HANDOVER_GAP,
 )
 OPERATOR: Final = (
     OPERATOR_PIPELINE_PHASE,

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from cassandra import Unauthorized
 from cassandra.cluster import NoHostAvailable
+from pyspark.sql import SparkSession
 
 from sluice_api import env as env_names
 from sluice_api import secret_refs
@@ -33,6 +34,7 @@ from sluice_job import (
     reset,
     spark,
     spark_auth,
+    standby,
     transform,
 )
 from sluice_job.backpressure import RateControl
@@ -64,6 +66,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except FencedError as err:
         fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
         return dataclasses.replace(fenced, held_by_epoch=err.held_by)
+    except standby.StandbyCheckError as err:
+        return _failed(ExitCode.INVALID_CONFIG, "TransformCheckFailed", err, cfg, progress)
     except (
         transform.EntrypointError,
         transform.NondeterministicTransformError,
@@ -147,7 +151,16 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     ui = spark_session.sparkContext.uiWebUrl
     if ui:
         logs.event("spark ui", url=ui)
+    watermarks = WatermarkReader(kafka.librdkafka())
     try:
+        observer = _observer(cfg, kafka, prometheus)
+        if cfg.standby:  # warm handover: ready first, claim only on its turn
+            topics = spec.source.kafka.topics
+            outages.through_outages("kafka", lambda: watermarks.fetch(topics), prometheus)
+            gap = _standby(cfg, spark_session, function, sink, store, stop)
+            if gap is None:
+                return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
+            observer = Observers((observer, gap))
         runner = Runner(
             epoch=cfg.epoch,
             topics=spec.source.kafka.topics,
@@ -158,7 +171,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             ),
             interval=spec.trigger.interval_seconds,
             store=store,
-            watermarks=WatermarkReader(kafka.librdkafka()),
+            watermarks=watermarks,
             executor=SparkExecutor(
                 spark_session,
                 reader.client_config(kafka.java(), group_name(cfg.namespace, cfg.pipeline)),
@@ -169,7 +182,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             ),
             stop=stop,
             progress=progress,
-            observer=_observer(cfg, kafka, prometheus),
+            observer=observer,
             rate=_rate_control(spec),
             batch_timeout=spec.trigger.batch_timeout_seconds,
             on_timeout=lambda batch_id, seconds: _timed_out(cfg, progress, batch_id, seconds),
@@ -188,6 +201,28 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         progress.batch_id,
         cfg.epoch,
         offsets.to_json(progress.positions),
+    )
+
+
+def _standby(
+    cfg: DriverConfig,
+    session: SparkSession,
+    function: transform.TransformFn,
+    sink: CassandraSink | DatastoreSink,
+    store: CheckpointStore,
+    stop: threading.Event,
+) -> standby.HandoverGap | None:
+    return standby.take_over(
+        pipeline=cfg.pipeline_id,
+        epoch=cfg.epoch,
+        spark=session,
+        function=function,
+        options=cfg.options,
+        sink=sink,
+        store=store,
+        last_commit=store.committed_at,
+        stop=stop,
+        timeout=cfg.spec.upgrade.stop_timeout_seconds,
     )
 
 

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
-from sluice_api.status import Phase, StopReason
+from sluice_api.status import Phase, StandbyState, StopReason
 from sluice_operator.progress import DriverProgress
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "PodPhase",
     "PodView",
     "Rollback",
+    "Standby",
+    "StandbyState",
     "Status",
     "StopReason",
 ]
@@ -116,6 +118,23 @@ class Rollback:
 
 
 @dataclass(frozen=True)
+class Standby:
+    """The standby driver of a warm handover (``status.standby``)."""
+
+    pod: str
+    epoch: int
+    spec_hash: str
+    image: str
+    state: StandbyState
+    message: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Starting or Ready: its pod is the pipeline's, not an older one to clean up."""
+        return self.state in (StandbyState.STARTING, StandbyState.READY)
+
+
+@dataclass(frozen=True)
 class Status:
     """``status`` of a StreamingPipeline; the operator's write-ahead log."""
 
@@ -138,6 +157,12 @@ class Status:
     last_good: GoodSpec | None = None
     rolled_back: Rollback | None = None
     offset_reset: AppliedReset | None = None
+    standby: Standby | None = None
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest epoch handed out: the current driver's, or a standby's above it."""
+        return max(self.epoch, self.standby.epoch if self.standby else 0)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
@@ -163,6 +188,7 @@ class Status:
             last_good=_good(raw.get("lastGoodSpec")),
             rolled_back=_rollback(raw.get("rolledBack")),
             offset_reset=_applied_reset(raw.get("offsetReset")),
+            standby=_standby(raw.get("standby")),
         )
 
     def to_patch(self) -> dict[str, Any]:
@@ -206,6 +232,18 @@ class Status:
                 else None
             ),
             "offsetReset": dataclasses.asdict(self.offset_reset) if self.offset_reset else None,
+            "standby": (
+                {
+                    "pod": self.standby.pod,
+                    "epoch": self.standby.epoch,
+                    "specHash": self.standby.spec_hash,
+                    "image": self.standby.image,
+                    "state": self.standby.state.value,
+                    "message": self.standby.message,
+                }
+                if self.standby
+                else None
+            ),
         }
 
 
@@ -213,6 +251,19 @@ def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
     if not raw:
         return None
     return GoodSpec(str(raw["specHash"]), str(raw["image"]), str(raw["spec"]))
+
+
+def _standby(raw: Mapping[str, Any] | None) -> Standby | None:
+    if not raw:
+        return None
+    return Standby(
+        str(raw["pod"]),
+        int(raw["epoch"]),
+        str(raw["specHash"]),
+        str(raw["image"]),
+        StandbyState(raw["state"]),
+        str(raw.get("message") or ""),
+    )
 
 
 def _applied_reset(raw: Mapping[str, Any] | None) -> AppliedReset | None:
@@ -247,6 +298,8 @@ class Observed:
     """What the current driver reports about its commits (its /metrics), if read."""
     rolling_back: bool = False
     """``spec`` is the last good spec, run instead of a failed upgrade (``decide``)."""
+    standby_progress: DriverProgress | None = None
+    """What the standby of a warm handover reports (its /metrics), while it starts."""
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     only while no driver runs (the only time a pod may be created)."""

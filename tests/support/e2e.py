@@ -33,13 +33,19 @@ ENTRYPOINT = "sluice_e2e:transform"
 
 def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
     """``sluice-e2e/job:v1``, ``:v2`` and ``:broken`` as code roots: their transform
-    module and an ``image.env`` saying where the image keeps Spark's Kafka jars; and
-    ``:missing``, mapped to a directory that does not exist: the node agent cannot
-    "pull" it (``ErrImagePull``, then ``ImagePullBackOff``)."""
+    module, this checkout's driver (``sluice_job`` and ``sluice_api``, as
+    ``Dockerfile.job`` installs them: the node agent passes no ``PYTHONPATH`` to pods,
+    so without them a pod would run whatever the virtualenv has installed) and an
+    ``image.env`` saying where the image keeps Spark's Kafka jars; and ``:missing``,
+    mapped to a directory that does not exist: the node agent cannot "pull" it
+    (``ErrImagePull``, then ``ImagePullBackOff``)."""
     roots: dict[str, Path] = {}
+    skip = shutil.ignore_patterns("__pycache__")
     for version in ("v1", "v2", "broken"):
         root = workdir / "images" / version
         shutil.copytree(IMAGES_ROOT / version, root, dirs_exist_ok=True)
+        for package in (REPO_ROOT / "job" / "sluice_job", REPO_ROOT / "api" / "sluice_api"):
+            shutil.copytree(package, root / package.name, dirs_exist_ok=True, ignore=skip)
         jar_list = ",".join(str(j) for j in jars)
         (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\n")
         roots[f"{JOB_IMAGE}:{version}"] = root
