@@ -157,7 +157,8 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         if cfg.standby:  # warm handover: ready first, claim only on its turn
             topics = spec.source.kafka.topics
             outages.through_outages("kafka", lambda: watermarks.fetch(topics), prometheus)
-            gap = _standby(cfg, spark_session, function, sink, store, stop)
+            client = reader.client_config(kafka.java(), group_name(cfg.namespace, cfg.pipeline))
+            gap = _standby(cfg, spark_session, function, sink, client, store, stop)
             if gap is None:
                 return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
             observer = Observers((observer, gap))
@@ -209,6 +210,7 @@ def _standby(
     session: SparkSession,
     function: transform.TransformFn,
     sink: CassandraSink | DatastoreSink,
+    kafka_config: Mapping[str, str],
     store: CheckpointStore,
     stop: threading.Event,
 ) -> standby.HandoverGap | None:
@@ -219,6 +221,7 @@ def _standby(
         function=function,
         options=cfg.options,
         sink=sink,
+        kafka_config=kafka_config,
         store=store,
         last_commit=store.committed_at,
         stop=stop,

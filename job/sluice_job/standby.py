@@ -15,6 +15,8 @@ Before the claim, the standby (``SLUICE_STANDBY=1``, set by the operator):
    output goes through the sink's write, which checks its columns against the table
    and writes no row; this also warms the write path, whose first run in a new JVM
    costs far more than a batch (Python workers, imports, the sink's connections);
+   then it reads the last committed record of each partition again and transforms
+   it, writing nothing (:func:`warm_read`), which warms Spark's Kafka consumers;
 3. says it is ready: ``sluice_standby_ready`` 1 on its ``/metrics`` (the operator reads
    it, as it reads a running driver's progress, and then stops the old driver
    cleanly);
@@ -49,6 +51,7 @@ from pyspark.sql import functions as F
 from sluice_job import keys, logs, metrics, outages, reader, transform
 from sluice_job.checkpoint import Checkpoint
 from sluice_job.execute import Sink
+from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Committed, NoObserver
 from sluice_job.testing import KAFKA_RECORD
 from sluice_job.transform import TransformFn
@@ -128,6 +131,31 @@ def _every_stage(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(key, before if before is not None else "true")
 
 
+def warm_read(
+    spark: SparkSession,
+    kafka_config: Mapping[str, str],
+    positions: Mapping[TopicPartition, int],
+    function: TransformFn,
+    options: Mapping[str, Any],
+) -> int:
+    """Read the last committed record of each partition again and run the transform
+    over them, writing nothing: Spark's Kafka consumers (pooled per group id and
+    partition, so the first batch takes them over) and the transform's code paths are
+    then warm. Best effort: returns the records read, 0 when nothing could be (say,
+    retention deleted them); never raises."""
+    ranges = [OffsetRange(tp, end - 1, end) for tp, end in sorted(positions.items()) if end > 0]
+    if not ranges:
+        return 0
+    try:
+        records = reader.read(spark, kafka_config, ranges, 0)
+        result = transform.apply(function, records, options)
+        result.output.count()
+        return len(ranges)
+    except Exception as err:  # a warm-up only: the first batch pays instead
+        logs.event("standby warm-up read skipped", level=30, message=str(err)[:500])
+        return 0
+
+
 class CheckpointReader(Protocol):
     def load(self, *, serial: bool = False) -> Checkpoint: ...
 
@@ -182,6 +210,7 @@ def take_over(
     function: TransformFn,
     options: Mapping[str, Any],
     sink: Sink | None,
+    kafka_config: Mapping[str, str],
     store: CheckpointReader,
     last_commit: Callable[[int], datetime | None],
     stop: threading.Event,
@@ -191,8 +220,10 @@ def take_over(
     or ``None`` when asked to stop before the turn came (nothing was claimed)."""
     started = time.monotonic()
     check(empty_records(spark), function, options, sink)
+    warmed = warm_read(spark, kafka_config, store.load().positions, function, options)
     metrics.STANDBY_READY.labels(pipeline).set(1)
-    logs.event("standby ready", epoch=epoch, seconds=round(time.monotonic() - started, 3))
+    seconds = round(time.monotonic() - started, 3)
+    logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)
     predecessor = wait_for_turn(store, epoch, stop, timeout, last_commit=last_commit)
     if predecessor is None:
         logs.event("standby stopped before its turn: nothing claimed", epoch=epoch)

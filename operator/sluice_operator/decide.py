@@ -348,6 +348,10 @@ def _while_running(
     warm = spec.upgrade.mode is UpgradeMode.WARM_HANDOVER and pod.phase.value == "Running"
     if _changed(status, spec) and warm:
         return _start_standby(obs, spec, pod, actions, settings)
+    if not _changed(status, spec) and _upgrade_failed(status):  # the spec went back
+        reverted = "the spec is the running driver's again"
+        conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecReverted", reverted, obs)
+        status = replace(status, conditions=conditions, message="")
     if _changed(status, spec):
         status = replace(
             status, phase=_after(obs, Seen.SPEC_CHANGED), stop_reason=StopReason.UPGRADE
@@ -505,6 +509,12 @@ def _with_standby(
         ),
     ]
     return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
+
+
+def _upgrade_failed(status: Status) -> bool:
+    return any(
+        c.get("type") == UPGRADE_FAILED and c.get("status") == "True" for c in status.conditions
+    )
 
 
 def _standby_late(obs: Observed, spec: PipelineSpec, pod: PodView) -> str | None:

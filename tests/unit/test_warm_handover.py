@@ -321,3 +321,12 @@ def test_a_standby_status_survives_the_round_trip() -> None:
     _, _, decision = starting()
     after = written(decision)
     assert Status.parse(after.to_patch()) == after
+
+
+def test_a_spec_back_to_the_running_one_clears_the_failed_upgrade() -> None:
+    _, pod, decision = starting()
+    failed = written(decide(observed(written(decision), (pod, failed_standby()), spec=V2)))
+    back = written(decide(observed(failed, (pod,), spec=V1, generation=3)))
+    (condition,) = [c for c in back.conditions if c["type"] == UPGRADE_FAILED]
+    assert (condition["status"], condition["reason"]) == ("False", "SpecReverted")
+    assert back.message == ""
