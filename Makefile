@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-operator clean
+.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-handover bench-operator clean
 
 all: test
 
@@ -144,6 +144,12 @@ bench: provision
 # bench/results/<stamp>-executors.{json,md}.
 bench-executors: provision
 	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
+
+# The handover gap of an upgrade (last commit of the old driver -> first of the new),
+# WarmHandover beside CleanStop in the same run, medians of 5 upgrades each, under
+# steady production: bench/results/<stamp>-handover.{json,md}.
+bench-handover: provision
+	$(BIN)/python -m bench.handover $(BENCH_HANDOVER_ARGS)
 
 # One operator, 100 pipelines with the stand-in driver on the local control plane.
 bench-operator: provision
