@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-handover bench-operator clean
+.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-operator clean
 
 all: test
 
@@ -132,11 +132,12 @@ soak: provision
 # Three whole runs by default (BENCH_RUNS / --runs; --smoke: one), their medians in
 # bench/results/<stamp>-summary.{json,md,png}. Options as flags, e.g.
 # `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
-# Then the executors run (bench-executors).
+# Then the executors run (bench-executors) and the Pub/Sub run (bench-pubsub).
 bench: provision
 	$(BIN)/sluice-dev up kafka cassandra
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
+	$(BIN)/python -m bench.pubsub $(BENCH_PUBSUB_ARGS)
 
 # Sluice with two executor pods beside local mode, both under the operator on the local
 # control plane: exactness, start-up, backlog drain and the per-batch scheduling
@@ -144,6 +145,12 @@ bench: provision
 # bench/results/<stamp>-executors.{json,md}.
 bench-executors: provision
 	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
+
+# The Pub/Sub source on the stack's Pub/Sub server: the driver's pull -> commit -> ack
+# rate beside a bare client's pull -> ack loop, and what deduplication costs per batch
+# (spool, ids, lookups), medians of three runs in bench/results/<stamp>-pubsub.{json,md}.
+bench-pubsub: provision
+	$(BIN)/python -m bench.pubsub $(BENCH_PUBSUB_ARGS)
 
 # The handover gap of an upgrade (last commit of the old driver -> first of the new),
 # WarmHandover beside CleanStop in the same run, medians of 5 upgrades each, under

@@ -84,7 +84,7 @@ class ProgressFile(StreamingQueryListener):
 
 
 def stream(session: SparkSession, spec: PipelineSpec, max_offsets: int) -> DataFrame:
-    source = spec.source.kafka
+    source = spec.kafka
     return (
         session.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)

@@ -43,7 +43,9 @@ DEAD_LETTER_KAFKA_CREDENTIALS: Final = "SLUICE_DLQ_KAFKA"
 CHECKPOINT_CASSANDRA_CREDENTIALS: Final = "SLUICE_CHECKPOINT_CASSANDRA"
 SINK_CASSANDRA_CREDENTIALS: Final = "SLUICE_SINK_CASSANDRA"
 SINK_DATASTORE_CREDENTIALS: Final = "SLUICE_SINK_DATASTORE_CREDENTIALS"
-"""A path to a mounted service-account JSON file."""
+"""A service-account key: its JSON, or the path of a mounted key file."""
+PUBSUB_CREDENTIALS: Final = "SLUICE_PUBSUB_CREDENTIALS"
+"""The Pub/Sub source's (and dead-letter topic's) service-account key, likewise."""
 
 OPTION_PREFIX: Final = "SLUICE_OPTION_"
 """``SLUICE_OPTION_<option>``: a transform option from ``transform.optionsFrom``, set

@@ -36,6 +36,17 @@ DEPENDENCY_AVAILABLE: Final = "sluice_dependency_available"
 """1 while the driver reaches ``dependency`` (cassandra, kafka, datastore), 0 while it
 waits for it to come back; labelled ``pipeline`` and ``dependency``."""
 DEPENDENCY_RETRIES: Final = "sluice_dependency_retries"
+# A Pub/Sub source's (sluice_job.pubsub): deliveries pulled, messages acknowledged
+# (and acknowledgements that failed), repeats (deliveries of a message already held or
+# taken by a batch) and, of those, the ones dropped because a committed batch had the
+# message; what the driver holds unacknowledged and the age of its oldest message.
+PUBSUB_PULLED: Final = "sluice_pubsub_messages_pulled"
+PUBSUB_ACKED: Final = "sluice_pubsub_messages_acked"
+PUBSUB_ACK_FAILURES: Final = "sluice_pubsub_ack_failures"
+PUBSUB_REDELIVERED: Final = "sluice_pubsub_messages_redelivered"
+PUBSUB_DEDUPLICATED: Final = "sluice_pubsub_messages_deduplicated"
+PUBSUB_HELD: Final = "sluice_pubsub_messages_held"
+PUBSUB_OLDEST_AGE: Final = "sluice_pubsub_oldest_unacked_message_age_seconds"
 STANDBY_READY: Final = "sluice_standby_ready"
 """1 once a standby driver (WarmHandover) is ready to take over: Spark started, Kafka
 and the stores reached, the transform checked; what the operator waits for."""
@@ -74,6 +85,13 @@ DRIVER: Final = (
     DRIVER_INFO,
     DEPENDENCY_AVAILABLE,
     DEPENDENCY_RETRIES,
+    PUBSUB_PULLED,
+    PUBSUB_ACKED,
+    PUBSUB_ACK_FAILURES,
+    PUBSUB_REDELIVERED,
+    PUBSUB_DEDUPLICATED,
+    PUBSUB_HELD,
+    PUBSUB_OLDEST_AGE,
     STANDBY_READY,
     HANDOVER_GAP,
 )

@@ -17,6 +17,7 @@ from sluice_api.spec import KafkaSecurity, PipelineSpec, Tls
 CA_KEY = "ca.crt"
 CERT_KEY = "tls.crt"
 KEY_KEY = "tls.key"
+SERVICE_ACCOUNT_KEY = "credentials.json"
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,12 @@ class SecretUse:
 def dead_letter_prefix(spec: PipelineSpec) -> str | None:
     """The variable prefix of the dead-letter producer's secrets: the source's when it
     inherits the source's security, its own when it has one, ``None`` without either."""
-    target = spec.dead_letter
+    target = spec.kafka_dead_letter
     if target is None:
         return None
-    if target.kafka.security is not None:
+    if target.security is not None:
         return names.DEAD_LETTER_KAFKA_CREDENTIALS
-    if target.kafka.bootstrap_servers is None:
+    if target.bootstrap_servers is None:
         return names.KAFKA_CREDENTIALS
     return None
 
@@ -49,7 +50,16 @@ def uses(spec: PipelineSpec) -> tuple[SecretUse, ...]:
 
 
 def _uses(spec: PipelineSpec) -> Iterator[SecretUse]:
-    yield from _kafka(names.KAFKA_CREDENTIALS, spec.source.kafka.security, "source.kafka.security")
+    if spec.source.kafka is not None:
+        security = spec.source.kafka.security
+        yield from _kafka(names.KAFKA_CREDENTIALS, security, "source.kafka.security")
+    if spec.source.pubsub is not None and spec.source.pubsub.credentials_secret:
+        yield SecretUse(
+            names.PUBSUB_CREDENTIALS,
+            spec.source.pubsub.credentials_secret,
+            SERVICE_ACCOUNT_KEY,
+            "source.pubsub.credentialsSecret",
+        )
     for i, option in enumerate(spec.transform.options_from):
         where = f"transform.optionsFrom[{i}].secret"
         yield SecretUse(names.OPTION_PREFIX + option.option, option.secret, option.key, where)
@@ -62,7 +72,7 @@ def _uses(spec: PipelineSpec) -> Iterator[SecretUse]:
         yield SecretUse(
             names.SINK_DATASTORE_CREDENTIALS,
             spec.sink.datastore.credentials_secret,
-            "credentials.json",
+            SERVICE_ACCOUNT_KEY,
             "sink.datastore.credentialsSecret",
         )
     checkpoint = spec.checkpoint.cassandra
@@ -72,10 +82,11 @@ def _uses(spec: PipelineSpec) -> Iterator[SecretUse]:
         checkpoint.tls,
         "checkpoint.cassandra",
     )
-    if spec.dead_letter is not None and spec.dead_letter.kafka.security is not None:
+    dead_letter = spec.kafka_dead_letter
+    if dead_letter is not None and dead_letter.security is not None:
         yield from _kafka(
             names.DEAD_LETTER_KAFKA_CREDENTIALS,
-            spec.dead_letter.kafka.security,
+            dead_letter.security,
             "deadLetter.kafka.security",
         )
 

@@ -216,8 +216,88 @@ class KafkaSource(Model):
     )
 
 
+PUBSUB_PROJECT: Final = r"^[a-z][-a-z0-9.:]{1,99}$"
+PUBSUB_NAME: Final = r"^[A-Za-z][-A-Za-z0-9_.~+%]{2,254}$"
+"""A topic or subscription id, as Pub/Sub allows it (3 to 255 characters)."""
+PUBSUB_MAX_MESSAGE_BYTES: Final = 10 * 1024 * 1024
+"""Pub/Sub's limit on one message (data and attributes)."""
+
+
+class PubSubSource(Model):
+    """Where records come from: a Google Cloud Pub/Sub subscription, pulled in bounded
+    batches; a message is acknowledged only once its batch is committed."""
+
+    project: str = Field(
+        pattern=PUBSUB_PROJECT, max_length=100, description="Google Cloud project id."
+    )
+    subscription: str = Field(
+        pattern=PUBSUB_NAME,
+        max_length=255,
+        description="Subscription id in the project (a pull subscription).",
+    )
+    credentials_secret: SecretName | None = Field(
+        default=None,
+        description=(
+            "Secret with key 'credentials.json' (a service-account key); default: "
+            "Application Default Credentials (e.g. GKE workload identity)."
+        ),
+    )
+    endpoint: HostPort | None = Field(
+        default=None,
+        description=(
+            "host:port of a Pub/Sub server other than Google's: an emulator (without "
+            "credentialsSecret: plaintext, no credentials, as emulators expect) or a "
+            "private endpoint (with credentialsSecret: TLS)."
+        ),
+    )
+    max_messages_per_batch: int = Field(
+        default=5_000,
+        ge=1,
+        le=1_000_000,
+        description="Cap on messages in one micro-batch (bounded catch-up).",
+    )
+    max_bytes_per_batch: int = Field(
+        default=64 * 1024 * 1024,
+        ge=PUBSUB_MAX_MESSAGE_BYTES,
+        le=1024 * 1024 * 1024,
+        description=(
+            "Cap on the bytes of the messages (data and attributes) in one micro-batch; a "
+            "message that would cross it waits, leased, for the next batch."
+        ),
+    )
+    ack_deadline_seconds: int = Field(
+        default=60,
+        ge=10,
+        le=600,
+        description=(
+            "The lease the driver asks for and renews, every third of it, on every "
+            "message it holds until the message's batch is committed and acknowledged."
+        ),
+    )
+    dedup_window_seconds: int = Field(
+        default=86_400,
+        ge=600,
+        le=30 * 86_400,
+        description=(
+            "How long the ids of committed messages are kept (in the checkpoint "
+            "keyspace) to drop a redelivery: a message delivered again within it counts "
+            "once. It must cover the longest time a pipeline may be down between a "
+            "commit and its acknowledgement (docs/pubsub.md)."
+        ),
+    )
+
+
 class Source(Model):
-    kafka: KafkaSource = Field(description="Kafka source.")
+    """Exactly one source."""
+
+    kafka: KafkaSource | None = Field(default=None, description="Kafka source.")
+    pubsub: PubSubSource | None = Field(default=None, description="Google Cloud Pub/Sub source.")
+
+    @model_validator(mode="after")
+    def exactly_one(self) -> Self:
+        if (self.kafka is None) == (self.pubsub is None):
+            raise ValueError("set exactly one of source.kafka or source.pubsub")
+        return self
 
 
 OPTION_NAME: Final = r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$"
@@ -402,17 +482,44 @@ class KafkaDeadLetter(Model):
         ),
     )
 
-    def security_with(self, source: KafkaSource) -> KafkaSecurity:
+    def security_with(self, source: KafkaSource | None) -> KafkaSecurity:
         """The security in force: its own, else the source's when on the same brokers."""
         if self.security is not None:
             return self.security
-        if self.bootstrap_servers is None:
+        if self.bootstrap_servers is None and source is not None:
             return source.security
         return KafkaSecurity()
 
 
+class PubSubDeadLetter(Model):
+    topic: str = Field(pattern=PUBSUB_NAME, max_length=255, description="Dead-letter topic id.")
+    project: str | None = Field(
+        default=None,
+        pattern=PUBSUB_PROJECT,
+        max_length=100,
+        description="Project of the topic; default: the Pub/Sub source's.",
+    )
+
+
 class DeadLetter(Model):
-    kafka: KafkaDeadLetter = Field(description="Rejected records go to this Kafka topic.")
+    """Exactly one destination of rejected records."""
+
+    kafka: KafkaDeadLetter | None = Field(
+        default=None, description="Rejected records go to this Kafka topic."
+    )
+    pubsub: PubSubDeadLetter | None = Field(
+        default=None,
+        description=(
+            "Rejected records go to this Pub/Sub topic (with a Pub/Sub source only: it "
+            "uses the source's endpoint and credentials)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def exactly_one(self) -> Self:
+        if (self.kafka is None) == (self.pubsub is None):
+            raise ValueError("set exactly one of deadLetter.kafka or deadLetter.pubsub")
+        return self
 
 
 class ReplicationStrategy(StrEnum):
@@ -987,9 +1094,21 @@ class PipelineSpec(Model):
         ),
     )
 
+    @property
+    def kafka(self) -> KafkaSource:
+        """``source.kafka``, for code that runs only with a Kafka source."""
+        if self.source.kafka is None:
+            raise ValueError("source.kafka is not set (the pipeline reads Pub/Sub)")
+        return self.source.kafka
+
+    @property
+    def kafka_dead_letter(self) -> KafkaDeadLetter | None:
+        return self.dead_letter.kafka if self.dead_letter is not None else None
+
     @model_validator(mode="after")
     def rate_control_needs_an_interval(self) -> Self:
-        if self.source.kafka.backpressure.enabled and self.trigger.interval_seconds <= 0:
+        kafka = self.source.kafka
+        if kafka and kafka.backpressure.enabled and self.trigger.interval_seconds <= 0:
             raise ValueError(
                 "source.kafka.backpressure.enabled needs trigger.intervalSeconds > 0: "
                 "the cap is sized to a fraction of the interval"
@@ -997,13 +1116,20 @@ class PipelineSpec(Model):
         return self
 
     @model_validator(mode="after")
-    def dead_letters_leave_the_source(self) -> Self:
-        if self.dead_letter is None or self.dead_letter.kafka.bootstrap_servers not in (
-            None,
-            self.source.kafka.bootstrap_servers,
-        ):
+    def dead_letters_fit_the_source(self) -> Self:
+        target, kafka = self.kafka_dead_letter, self.source.kafka
+        if self.dead_letter is not None and self.dead_letter.pubsub and kafka is not None:
+            raise ValueError("deadLetter.pubsub needs source.pubsub: use deadLetter.kafka")
+        if target is not None and kafka is None and target.bootstrap_servers is None:
+            raise ValueError(
+                "deadLetter.kafka.bootstrapServers is required with a Pub/Sub source "
+                "(there are no source brokers to default to)"
+            )
+        if target is None or kafka is None:
             return self
-        if self.dead_letter.kafka.topic in self.source.kafka.topics:
+        if target.bootstrap_servers not in (None, kafka.bootstrap_servers):
+            return self
+        if target.topic in kafka.topics:
             raise ValueError(
                 "deadLetter.kafka.topic must not be one of source.kafka.topics: rejected "
                 "records would be read again, and rejected again, forever"
@@ -1013,10 +1139,13 @@ class PipelineSpec(Model):
     @model_validator(mode="after")
     def reset_names_source_topics(self) -> Self:
         reset = self.offset_reset
+        if reset is not None and self.source.kafka is None:
+            raise ValueError(
+                "offsetReset needs source.kafka: a Pub/Sub subscription has no offsets "
+                "(seek the subscription instead)"
+            )
         unknown = sorted(
-            {p.topic for p in (reset.offsets or [])} - set(self.source.kafka.topics)
-            if reset
-            else set()
+            {p.topic for p in (reset.offsets or [])} - set(self.kafka.topics) if reset else set()
         )
         if unknown:
             raise ValueError(

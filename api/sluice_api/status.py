@@ -10,7 +10,7 @@ here too: users and alerts read them.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -33,6 +33,11 @@ class StopReason(StrEnum):
     DELETE = "delete"
 
 
+EXECUTOR_SECRETS_MAX: Final = 256
+"""More than an executor pod template can name: the Spark RPC secret, and at most 128
+env, 16 envFrom, 16 volumes and 8 pull secrets of spark.pod."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -47,12 +52,19 @@ class LastCommit(_Model):
 
 
 class Lag(_Model):
-    """How far the running driver is behind Kafka, as it last reported it."""
+    """How far the running driver is behind its source, as it last reported it."""
 
     records: int = Field(
         ge=0,
-        description="Records past the committed offsets, up to the last stable offsets, "
-        "summed over partitions.",
+        description="Kafka: records past the committed offsets, up to the last stable "
+        "offsets, summed over partitions. Pub/Sub: messages pulled and not yet "
+        "acknowledged (the subscription's backlog is in Cloud Monitoring).",
+    )
+    oldest_message_age_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="Pub/Sub: seconds since the oldest message the driver holds "
+        "unacknowledged was published.",
     )
     time: str = Field(
         description="When the operator read it from the driver.",
@@ -201,6 +213,16 @@ class PipelineStatus(_Model):
     )
     offset_reset: AppliedOffsetReset | None = Field(
         default=None, description="The last offset reset in effect (spec.offsetReset)."
+    )
+    executor_secrets: list[Annotated[str, Field(max_length=253)]] | None = Field(
+        default=None,
+        max_length=EXECUTOR_SECRETS_MAX,
+        description=(
+            "The Secrets the current driver's executor pods may name (its pod template's: "
+            "the pipeline's Spark RPC secret and the Secrets of spark.pod), written before "
+            "the driver is created; the chart's admission policy refuses an executor pod "
+            "its driver creates naming any other. Unset without executors."
+        ),
     )
     standby: Standby | None = Field(
         default=None,

@@ -7,7 +7,9 @@ line that every committed batch writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -20,26 +22,32 @@ T = TypeVar("T")
 
 
 @dataclass
-class BatchRun:
-    """A batch from its start to its commit, timed by ``clock`` (seconds)."""
+class StepTimes:
+    """Seconds spent in named steps, summed per step, timed by ``clock``."""
 
-    batch: Batch
     clock: Callable[[], float]
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     seconds: dict[str, float] = field(default_factory=dict)
-    """Seconds of the steps the runner timed: ``plan`` and ``commit``."""
-    _started: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._started = self.clock()
 
     def timed(self, step: str, call: Callable[[], T]) -> T:
-        """Run ``call`` and record how long it took as ``step``."""
+        """Run ``call`` and add how long it took to ``step``."""
         began = self.clock()
         try:
             return call()
         finally:
             self.seconds[step] = self.seconds.get(step, 0.0) + self.clock() - began
+
+
+@dataclass
+class BatchRun(StepTimes):
+    """A batch from its start to its commit, timed by ``clock`` (seconds); its steps
+    (``seconds``) are the ones the runner timed: ``plan`` and ``commit``."""
+
+    batch: Batch = field(kw_only=True)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._started = self.clock()
 
     def committed(self, times: PhaseTimes | None, commit_lwt_seconds: float) -> Committed:
         return Committed(
@@ -73,3 +81,21 @@ def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any
         "plan_s": round(done.plan_seconds, 4),
         "batch_s": round(done.batch_seconds, 4),
     }
+
+
+@contextlib.contextmanager
+def deadline(
+    batch_id: int, seconds: float | None, on_timeout: Callable[[int, float], None] | None
+) -> Iterator[None]:
+    """One attempt of a batch that outlives ``seconds`` calls ``on_timeout`` (from a
+    timer thread, with the batch id and ``seconds``); ``None``: no deadline."""
+    if seconds is None or on_timeout is None:
+        yield
+        return
+    timer = threading.Timer(seconds, on_timeout, (batch_id, seconds))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

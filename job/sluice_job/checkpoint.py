@@ -87,19 +87,23 @@ class Batch:
     lost: tuple[Skip, ...] = field(default=(), compare=False)
     """Skips (``planner.Skip``) of a recovered batch whose starts retention deleted:
     recorded in its history row (``lost``), never in the plan."""
+    spool: str = ""
+    """A Pub/Sub batch's messages, kept under this id in the spool (``pubsub.spool``)
+    so that whoever executes the batch reads the same messages; empty for Kafka."""
 
     @property
     def records(self) -> int:
         return sum(r.count for r in self.ranges)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "ranges": offsets.ranges_json(self.ranges),
-                "positions": offsets.to_json(self.positions),
-                "version": self.version,
-            }
-        )
+        data: dict[str, Any] = {
+            "ranges": offsets.ranges_json(self.ranges),
+            "positions": offsets.to_json(self.positions),
+            "version": self.version,
+        }
+        if self.spool:
+            data["spool"] = self.spool
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, batch_id: int, text: str) -> Batch:
@@ -110,7 +114,11 @@ class Batch:
             for p, span in parts.items()
         )
         return cls(
-            batch_id, ranges, offsets.from_json(data["positions"]), int(data.get("version", 0))
+            batch_id,
+            ranges,
+            offsets.from_json(data["positions"]),
+            int(data.get("version", 0)),
+            spool=str(data.get("spool", "")),
         )
 
 
@@ -153,7 +161,7 @@ class CheckpointStore:
 
     # -- schema ----------------------------------------------------------------
 
-    def ensure_schema(self, create_with: str | None = None) -> None:
+    def ensure_schema(self, create_with: str | None = None, *, pubsub: bool = False) -> None:
         """Create the tables, idempotently; refuse a schema written by a newer Sluice.
 
         The keyspace must exist, unless ``create_with`` gives the replication map to
@@ -172,7 +180,7 @@ class CheckpointStore:
             self.session.execute(
                 f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {create_with}", timeout=60
             )
-        for cql in checkpoint_schema.missing(ks, self._existing_tables()):
+        for cql in checkpoint_schema.missing(ks, self._existing_tables(), pubsub=pubsub):
             self.session.execute(cql, timeout=60)
         self.session.execute(
             f"INSERT INTO {ks}.schema_version (component, version) VALUES ('checkpoint', %s)"

@@ -18,6 +18,9 @@ from collections.abc import Mapping, Set
 from typing import Final
 
 TABLES: Final = ("schema_version", "checkpoints", "batches", "claims")
+PUBSUB_TABLES: Final = ("pubsub_spool", "pubsub_committed")
+"""Only pipelines with a Pub/Sub source use these (``pubsub.spool``): the messages of
+planned batches, and the ids of committed messages, kept to drop redeliveries."""
 
 _CREATE: Final = {
     "schema_version": "CREATE TABLE IF NOT EXISTS {ks}.schema_version ("
@@ -36,6 +39,13 @@ _CREATE: Final = {
             pipeline text, epoch bigint, owner uuid, code_version text,
             batch_id_at_claim bigint, claimed_at timestamp,
             PRIMARY KEY (pipeline, epoch)) WITH CLUSTERING ORDER BY (epoch DESC)""",
+    "pubsub_spool": """CREATE TABLE IF NOT EXISTS {ks}.pubsub_spool (
+            pipeline text, spool text, seq bigint, message_id text, data blob,
+            attributes map<text, text>, publish_time timestamp, ordering_key text,
+            PRIMARY KEY ((pipeline, spool), seq))""",
+    "pubsub_committed": """CREATE TABLE IF NOT EXISTS {ks}.pubsub_committed (
+            pipeline text, hour int, bucket int, message_id text, batch_id bigint,
+            PRIMARY KEY ((pipeline, hour, bucket), message_id))""",
 }
 
 ADDED_COLUMNS: Final = (
@@ -56,14 +66,17 @@ ADDED_COLUMNS: Final = (
 
 
 def statements(ks: str) -> list[str]:
-    """Every statement that makes the tables of this version in keyspace ``ks``."""
-    return missing(ks, {})
+    """Every statement that makes the tables of this version in keyspace ``ks``, for
+    Kafka and Pub/Sub sources."""
+    return missing(ks, {}, pubsub=True)
 
 
-def missing(ks: str, existing: Mapping[str, Set[str]]) -> list[str]:
+def missing(ks: str, existing: Mapping[str, Set[str]], *, pubsub: bool = False) -> list[str]:
     """The DDL keyspace ``ks`` still needs, given ``existing``: its tables and, per
-    table, the names of its columns (as ``system_schema.columns`` lists them)."""
-    result = [_CREATE[table].format(ks=ks) for table in TABLES if table not in existing]
+    table, the names of its columns (as ``system_schema.columns`` lists them); the
+    Pub/Sub source's tables with ``pubsub``."""
+    tables = TABLES + PUBSUB_TABLES if pubsub else TABLES
+    result = [_CREATE[table].format(ks=ks) for table in tables if table not in existing]
     result += [
         f"ALTER TABLE {ks}.{table} ADD IF NOT EXISTS {column} {kind}"
         for table, column, kind in ADDED_COLUMNS

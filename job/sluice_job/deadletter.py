@@ -76,6 +76,9 @@ class Reject:
     """The record's key in bytes, when the key here may be cut (else its length)."""
     value_size: int | None = None
     """The record's value in bytes, when the value here may be cut (else its length)."""
+    extra: tuple[tuple[str, str], ...] = ()
+    """More headers of the letter about its source record (a Pub/Sub message's id
+    and attributes, ``pubsub.records``)."""
 
     def __str__(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}: {self.reason}"
@@ -156,7 +159,8 @@ def headers(reject: Reject, pipeline: str, batch_id: int) -> list[tuple[str, str
         values[Header.TRUNCATED] = "true"
         values[Header.KEY_SIZE] = str(key_size)
         values[Header.VALUE_SIZE] = str(value_size)
-    return [(str(name), value.encode()) for name, value in values.items()]
+    named = [(str(name), value) for name, value in values.items()]
+    return [(name, value.encode()) for name, value in (*named, *reject.extra)]
 
 
 def producer_config(

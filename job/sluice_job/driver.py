@@ -12,9 +12,10 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from cassandra import Unauthorized
-from cassandra.cluster import NoHostAvailable
+from cassandra.cluster import NoHostAvailable, Session
 from pyspark.sql import SparkSession
 
 from sluice_api import env as env_names
@@ -47,15 +48,22 @@ from sluice_job.checkpoint import (
 )
 from sluice_job.config import DriverConfig
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
-from sluice_job.execute import SparkExecutor
+from sluice_job.execute import KafkaRecords, Records, SparkExecutor
 from sluice_job.groupoffsets import GroupOffsets, group_name
 from sluice_job.kafka_config import KafkaAccess, KafkaCredentialsError
 from sluice_job.planner import OffsetOutOfRangeError, Policy
 from sluice_job.ports import Observer, Observers
+from sluice_job.pubsub import deadletter as pubsub_deadletter
+from sluice_job.pubsub.client import PubSubConfigError, Subscription
+from sluice_job.pubsub.leases import Leases
+from sluice_job.pubsub.records import PubSubRecords
+from sluice_job.pubsub.runner import PubSubRunner
+from sluice_job.pubsub.spool import Spool
 from sluice_job.runner import Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
 from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
+from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
 from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
@@ -75,6 +83,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         reset.ResetError,
         KafkaCredentialsError,
         TlsMaterialError,
+        CredentialsError,
+        PubSubConfigError,
     ) as err:
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except Unauthorized as err:
@@ -124,14 +134,9 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     )
     replication = checkpoint.replication.cql() if checkpoint.replication else None
     create_with = replication if checkpoint.create_keyspace else None
+    pubsub = spec.source.pubsub is not None
     outages.through_outages(
-        "checkpoint schema", lambda: store.ensure_schema(create_with), prometheus
-    )
-    kafka = KafkaAccess.of(
-        spec.source.kafka.bootstrap_servers,
-        spec.source.kafka.security,
-        env,
-        env_names.KAFKA_CREDENTIALS,
+        "checkpoint schema", lambda: store.ensure_schema(create_with, pubsub=pubsub), prometheus
     )
     dead_letters = outages.through_outages(
         "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
@@ -151,45 +156,13 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     ui = spark_session.sparkContext.uiWebUrl
     if ui:
         logs.event("spark ui", url=ui)
-    watermarks = WatermarkReader(kafka.librdkafka())
+    parts = Parts(
+        cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
+    )
     try:
-        observer = _observer(cfg, kafka, prometheus)
-        if cfg.standby:  # warm handover: ready first, claim only on its turn
-            topics = spec.source.kafka.topics
-            outages.through_outages("kafka", lambda: watermarks.fetch(topics), prometheus)
-            client = reader.client_config(kafka.java(), group_name(cfg.namespace, cfg.pipeline))
-            gap = _standby(cfg, spark_session, function, sink, client, store, stop)
-            if gap is None:
-                return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
-            observer = Observers((observer, gap))
-        runner = Runner(
-            epoch=cfg.epoch,
-            topics=spec.source.kafka.topics,
-            policy=Policy(
-                spec.source.kafka.starting_offsets,
-                spec.source.kafka.on_offset_out_of_range,
-                spec.source.kafka.max_records_per_partition,
-            ),
-            interval=spec.trigger.interval_seconds,
-            store=store,
-            watermarks=watermarks,
-            executor=SparkExecutor(
-                spark_session,
-                reader.client_config(kafka.java(), group_name(cfg.namespace, cfg.pipeline)),
-                function,
-                cfg.options,
-                sink,
-                dead_letters,
-            ),
-            stop=stop,
-            progress=progress,
-            observer=observer,
-            rate=_rate_control(spec),
-            batch_timeout=spec.trigger.batch_timeout_seconds,
-            on_timeout=lambda batch_id, seconds: _timed_out(cfg, progress, batch_id, seconds),
-            initial_cap=spec.source.kafka.backpressure.initial_records_per_partition,
-            offset_reset=spec.offset_reset,
-        )
+        runner = _pubsub_runner(parts, session) if pubsub else _kafka_runner(parts)
+        if runner is None:  # a standby asked to stop before its turn: it claimed nothing
+            return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
         runner.run()
     finally:
         spark_session.stop()
@@ -205,26 +178,124 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     )
 
 
-def _standby(
-    cfg: DriverConfig,
-    session: SparkSession,
-    function: transform.TransformFn,
-    sink: CassandraSink | DatastoreSink,
-    kafka_config: Mapping[str, str],
-    store: CheckpointStore,
-    stop: threading.Event,
-) -> standby.HandoverGap | None:
+@dataclass(frozen=True)
+class Parts:
+    """What both sources' loops are wired from."""
+
+    cfg: DriverConfig
+    stop: threading.Event
+    progress: Progress
+    store: CheckpointStore
+    spark: SparkSession
+    function: transform.TransformFn
+    sink: CassandraSink | DatastoreSink
+    dead_letters: DeadLetters
+    prometheus: metrics.PrometheusObserver
+
+    def executor(self, records: Records) -> SparkExecutor:
+        return SparkExecutor(records, self.function, self.cfg.options, self.sink, self.dead_letters)
+
+    def timed_out(self, batch_id: int, seconds: float) -> None:
+        _timed_out(self.cfg, self.progress, batch_id, seconds)
+
+
+def _kafka_runner(parts: Parts) -> Runner | None:
+    """The Kafka loop; a standby (warm handover) first gets ready and waits for its
+    turn: ``None`` if it was asked to stop before (nothing claimed)."""
+    cfg, source = parts.cfg, parts.cfg.spec.kafka
+    kafka = KafkaAccess.of(
+        source.bootstrap_servers, source.security, os.environ, env_names.KAFKA_CREDENTIALS
+    )
+    group = group_name(cfg.namespace, cfg.pipeline)
+    watermarks = WatermarkReader(kafka.librdkafka())
+    client = reader.client_config(kafka.java(), group)
+    observer = _observer(cfg, kafka, parts.prometheus)
+    if cfg.standby:
+        topics = source.topics
+        outages.through_outages("kafka", lambda: watermarks.fetch(topics), parts.prometheus)
+        gap = _standby(parts, client)
+        if gap is None:
+            return None
+        observer = Observers((observer, gap))
+    return Runner(
+        epoch=cfg.epoch,
+        topics=source.topics,
+        policy=Policy(
+            source.starting_offsets,
+            source.on_offset_out_of_range,
+            source.max_records_per_partition,
+        ),
+        interval=cfg.spec.trigger.interval_seconds,
+        store=parts.store,
+        watermarks=watermarks,
+        executor=parts.executor(KafkaRecords(parts.spark, client)),
+        stop=parts.stop,
+        progress=parts.progress,
+        observer=observer,
+        rate=_rate_control(cfg.spec),
+        batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
+        on_timeout=parts.timed_out,
+        initial_cap=source.backpressure.initial_records_per_partition,
+        offset_reset=cfg.spec.offset_reset,
+    )
+
+
+def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner | None:
+    cfg, source = parts.cfg, parts.cfg.spec.source.pubsub
+    if source is None:
+        raise ValueError("source.pubsub is not set")
+    if cfg.standby and not standby.wait_only(
+        cfg.pipeline_id, cfg.epoch, parts.store, parts.stop, cfg.spec.upgrade.stop_timeout_seconds
+    ):
+        return None
+    key = ServiceAccount.from_env(os.environ, env_names.PUBSUB_CREDENTIALS)
+    subscription = Subscription.of(source, key)
+    outages.through_outages("pubsub subscription", subscription.check, parts.prometheus)
+    spool = Spool(
+        session,
+        cfg.spec.checkpoint.cassandra.keyspace,
+        cfg.checkpoint_key,
+        source.dedup_window_seconds,
+    )
+    spool.prepare()
+    pubsub_metrics = metrics.PubSubMetrics(cfg.pipeline_id)
+    pubsub_metrics.started()
+    store = parts.store
+    return PubSubRunner(
+        epoch=cfg.epoch,
+        subscription_id=source.subscription,
+        max_messages=source.max_messages_per_batch,
+        max_bytes=source.max_bytes_per_batch,
+        interval=cfg.spec.trigger.interval_seconds,
+        store=store,
+        spool=spool,
+        subscription=subscription,
+        leases=Leases(subscription, source.ack_deadline_seconds),
+        records=(records := PubSubRecords(parts.spark, source.subscription)),
+        executor=parts.executor(records),
+        ownership=lambda: store.load(serial=True).owner == store.owner,
+        stop=parts.stop,
+        progress=parts.progress,
+        observer=parts.prometheus,
+        pubsub_observer=pubsub_metrics,
+        batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
+        on_timeout=parts.timed_out,
+    )
+
+
+def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverGap | None:
+    cfg = parts.cfg
     return standby.take_over(
         pipeline=cfg.pipeline_id,
         epoch=cfg.epoch,
-        spark=session,
-        function=function,
+        spark=parts.spark,
+        function=parts.function,
         options=cfg.options,
-        sink=sink,
+        sink=parts.sink,
         kafka_config=kafka_config,
-        store=store,
-        last_commit=store.committed_at,
-        stop=stop,
+        store=parts.store,
+        last_commit=parts.store.committed_at,
+        stop=parts.stop,
         timeout=cfg.spec.upgrade.stop_timeout_seconds,
     )
 
@@ -250,7 +321,7 @@ def _metrics(cfg: DriverConfig) -> metrics.PrometheusObserver:
 def _observer(
     cfg: DriverConfig, kafka: KafkaAccess, prometheus: metrics.PrometheusObserver
 ) -> Observer:
-    if not cfg.spec.source.kafka.commit_to_consumer_group:
+    if not cfg.spec.kafka.commit_to_consumer_group:
         return prometheus
     group = GroupOffsets(kafka.librdkafka(), group_name(cfg.namespace, cfg.pipeline))
     return Observers((prometheus, group))
@@ -260,15 +331,21 @@ def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
     target = cfg.spec.dead_letter
     if target is None:
         return deadletter.NoDeadLetters()
+    if target.pubsub is not None and cfg.spec.source.pubsub is not None:
+        key = ServiceAccount.from_env(env, env_names.PUBSUB_CREDENTIALS)
+        return pubsub_deadletter.pubsub(target.pubsub, cfg.spec.source.pubsub, key, cfg.pipeline_id)
+    kafka_target = cfg.spec.kafka_dead_letter
+    if kafka_target is None:
+        raise ValueError("deadLetter.pubsub needs source.pubsub")
     source = cfg.spec.source.kafka
-    servers = target.kafka.bootstrap_servers or source.bootstrap_servers
+    servers = kafka_target.bootstrap_servers or cfg.spec.kafka.bootstrap_servers
     prefix = secret_refs.dead_letter_prefix(cfg.spec) or env_names.DEAD_LETTER_KAFKA_CREDENTIALS
-    access = KafkaAccess.of(servers, target.kafka.security_with(source), env, prefix)
-    return deadletter.kafka(access.librdkafka(), target.kafka.topic, cfg.pipeline_id)
+    access = KafkaAccess.of(servers, kafka_target.security_with(source), env, prefix)
+    return deadletter.kafka(access.librdkafka(), kafka_target.topic, cfg.pipeline_id)
 
 
 def _rate_control(spec: PipelineSpec) -> RateControl | None:
-    source, interval = spec.source.kafka, spec.trigger.interval_seconds
+    source, interval = spec.kafka, spec.trigger.interval_seconds
     if not source.backpressure.enabled:
         return None
     return RateControl.of(

@@ -57,6 +57,32 @@ class Sink(Protocol):
         """Write ``frame`` idempotently; returns the rows written, if it counts them."""
 
 
+class Records(Protocol):
+    """Where a batch's records come from: Kafka's exact ranges (:class:`KafkaRecords`)
+    or the messages a Pub/Sub batch holds (``pubsub.records``)."""
+
+    def frame(self, batch: Batch) -> DataFrame:
+        """The batch's records with the Kafka source's columns, ``batch_id`` and the
+        source position (``keys.POSITION``)."""
+        ...
+
+    def describe(self, reject: Reject) -> Reject:
+        """``reject`` with what the dead letter should say of its source record."""
+        ...
+
+
+@dataclass(frozen=True)
+class KafkaRecords:
+    spark: SparkSession
+    client_config: Mapping[str, str]
+
+    def frame(self, batch: Batch) -> DataFrame:
+        return reader.read(self.spark, self.client_config, batch.ranges, batch.batch_id)
+
+    def describe(self, reject: Reject) -> Reject:
+        return reject
+
+
 @dataclass
 class Stopwatch:
     last: float = field(default_factory=time.perf_counter)
@@ -69,8 +95,7 @@ class Stopwatch:
 
 @dataclass
 class SparkExecutor:
-    spark: SparkSession
-    kafka_config: Mapping[str, str]
+    records: Records
     transform: TransformFn
     options: Mapping[str, Any]
     sink: Sink
@@ -82,7 +107,7 @@ class SparkExecutor:
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
         failpoints.phase("read", batch.batch_id)
         clock = Stopwatch()
-        records = reader.read(self.spark, self.kafka_config, batch.ranges, batch.batch_id)
+        records = self.records.frame(batch)
         read = clock.lap()
         result = transform.apply(self.transform, records, self.options)
         transformed = clock.lap()
@@ -120,7 +145,8 @@ class SparkExecutor:
 
     def _dead_letter(self, rejects: DataFrame, count: int, size: int, batch_id: int) -> None:
         if count:
-            self.dead_letters.write(_rejects(rejects, count, size), batch_id=batch_id, count=count)
+            described = (self.records.describe(r) for r in _rejects(rejects, count, size))
+            self.dead_letters.write(described, batch_id=batch_id, count=count)
 
     def _write(self, output: DataFrame, version: int) -> int:
         """Rows written; counted by the sink, or else by one more evaluation."""

@@ -112,6 +112,33 @@ DEPENDENCY_RETRIES = Counter(
     ("pipeline", names.DEPENDENCY_LABEL),
 )
 EPOCH = Gauge(names.EPOCH, "Epoch of this driver.", PIPELINE)
+PUBSUB_PULLED = Counter(names.PUBSUB_PULLED, "Pub/Sub deliveries pulled.", PIPELINE)
+PUBSUB_ACKED = Counter(
+    names.PUBSUB_ACKED, "Pub/Sub messages acknowledged after their batch's commit.", PIPELINE
+)
+PUBSUB_ACK_FAILURES = Counter(
+    names.PUBSUB_ACK_FAILURES,
+    "Acknowledgements that failed (the messages come back and are dropped as repeats).",
+    PIPELINE,
+)
+PUBSUB_REDELIVERED = Counter(
+    names.PUBSUB_REDELIVERED,
+    "Deliveries of a message the driver already held or a batch already took.",
+    PIPELINE,
+)
+PUBSUB_DEDUPLICATED = Counter(
+    names.PUBSUB_DEDUPLICATED,
+    "Redeliveries dropped because a committed batch had the message.",
+    PIPELINE,
+)
+PUBSUB_HELD = Gauge(
+    names.PUBSUB_HELD, "Pub/Sub messages pulled and not yet acknowledged.", PIPELINE
+)
+PUBSUB_OLDEST_AGE = Gauge(
+    names.PUBSUB_OLDEST_AGE,
+    "Seconds since the oldest message the driver holds unacknowledged was published.",
+    PIPELINE,
+)
 STANDBY_READY = Gauge(
     names.STANDBY_READY,
     "1 once this driver, started as a standby (warm handover), is ready to take over.",
@@ -221,3 +248,31 @@ class PrometheusObserver:
 
     def _phase(self, phase: Phase, seconds: float) -> None:
         PHASE_SECONDS.labels(self.pipeline, phase.value).observe(seconds)
+
+
+@dataclass(frozen=True)
+class PubSubMetrics:
+    """The Pub/Sub loop's observer (``pubsub.runner.PubSubObserver``)."""
+
+    pipeline: str
+
+    def started(self) -> None:
+        for counter in (PUBSUB_PULLED, PUBSUB_ACKED, PUBSUB_ACK_FAILURES, PUBSUB_REDELIVERED):
+            counter.labels(self.pipeline)
+        PUBSUB_DEDUPLICATED.labels(self.pipeline)
+        PUBSUB_HELD.labels(self.pipeline).set(0)
+
+    def pulled(self, count: int) -> None:
+        PUBSUB_PULLED.labels(self.pipeline).inc(count)
+
+    def repeats(self, redelivered: int, deduplicated: int) -> None:
+        PUBSUB_REDELIVERED.labels(self.pipeline).inc(redelivered)
+        PUBSUB_DEDUPLICATED.labels(self.pipeline).inc(deduplicated)
+
+    def acked(self, count: int, *, failed: int = 0) -> None:
+        PUBSUB_ACKED.labels(self.pipeline).inc(count)
+        PUBSUB_ACK_FAILURES.labels(self.pipeline).inc(failed)
+
+    def held(self, count: int, oldest_age_seconds: float | None) -> None:
+        PUBSUB_HELD.labels(self.pipeline).set(count)
+        PUBSUB_OLDEST_AGE.labels(self.pipeline).set(oldest_age_seconds or 0.0)

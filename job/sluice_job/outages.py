@@ -1,6 +1,6 @@
 """A dependency outage is not a failure of the pipeline.
 
-When Cassandra (sink or checkpoint store), Kafka or Datastore is away, a batch
+When Cassandra (sink or checkpoint store), Kafka, Pub/Sub or Datastore is away, a batch
 cannot finish, but nothing is wrong with the pipeline: exiting would only burn a new
 epoch per attempt and, with ``restart.maxFailures``, end the pipeline ``Failed``
 after a long enough outage. The driver instead keeps its epoch and its batch, waits
@@ -30,6 +30,7 @@ T = TypeVar("T")
 CASSANDRA: Final = "cassandra"
 KAFKA: Final = "kafka"
 DATASTORE: Final = "datastore"
+PUBSUB: Final = "pubsub"
 
 # Exception class names that mean "the server is not reachable or not answering in
 # time", not "the request is wrong" (an InvalidRequest stays a failure).
@@ -44,6 +45,7 @@ _CASSANDRA_NAMES: Final = (
 )
 _KAFKA_NAMES: Final = ("KafkaUnavailableError", "DeadLetterUnavailableError")
 _DATASTORE_NAMES: Final = ("ServiceUnavailable", "DeadlineExceeded", "DatastoreUnavailableError")
+_PUBSUB_NAMES: Final = ("PubSubUnavailableError",)
 
 # The same, as they appear in the text of an error raised inside a Spark task.
 _TEXT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
@@ -77,6 +79,8 @@ def _by_type(err: BaseException) -> str | None:
     module = type(err).__module__
     if module.startswith("cassandra") and names & set(_CASSANDRA_NAMES):
         return CASSANDRA
+    if names & set(_PUBSUB_NAMES):  # before Datastore's: both are Google API errors
+        return PUBSUB
     if names & set(_KAFKA_NAMES):
         return KAFKA
     if names & set(_DATASTORE_NAMES):

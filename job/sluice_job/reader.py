@@ -17,11 +17,40 @@ from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from sluice_job import keys, offsets
 from sluice_job.offsets import OffsetRange
 
 BATCH_ID_COLUMN = "batch_id"
+KAFKA_RECORD: Final = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+"""The columns of Spark's Kafka source, which the driver reads records with (before
+``batch_id`` and the source position)."""
 
 
 FETCH_MAX_WAIT_MS: Final = "10"

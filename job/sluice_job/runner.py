@@ -18,18 +18,17 @@ so it is not observed. A recovered batch keeps the ranges it was planned with.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
 from sluice_job import announce, logs, offsets, outages, reset, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
-from sluice_job.batch import BatchRun, log_fields
+from sluice_job.batch import BatchRun, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
@@ -71,6 +70,18 @@ class Progress:
     batches: int = 0
     records: int = 0
     skipped: int = 0
+
+    def resume(self, checkpoint: Checkpoint) -> None:
+        """Where a driver starts: the claimed checkpoint."""
+        self.batch_id, self.positions = checkpoint.batch_id, dict(checkpoint.positions)
+        self.version = checkpoint.version
+
+    def advance(self, batch: Batch) -> None:
+        """``batch`` was committed."""
+        self.batch_id, self.positions = batch.batch_id, dict(batch.positions)
+        self.version = batch.version
+        self.batches += 1
+        self.records += batch.records
 
 
 @dataclass
@@ -116,9 +127,7 @@ class Runner:
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
         checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
-        self.progress.batch_id = checkpoint.batch_id
-        self.progress.positions = dict(checkpoint.positions)
-        self.progress.version = checkpoint.version
+        self.progress.resume(checkpoint)
         logs.event(
             "claimed",
             epoch=self.epoch,
@@ -195,25 +204,11 @@ class Runner:
             raise
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
-        with self._deadline(batch.batch_id):
+        with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):
             self._attempt(batch, planned_ahead=planned_ahead)
 
-    @contextlib.contextmanager
-    def _deadline(self, batch_id: int) -> Iterator[None]:
-        """One attempt of a batch that outlives ``batch_timeout`` calls ``on_timeout``."""
-        if self.batch_timeout is None or self.on_timeout is None:
-            yield
-            return
-        timer = threading.Timer(self.batch_timeout, self.on_timeout, (batch_id, self.batch_timeout))
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
-
     def _attempt(self, batch: Batch, *, planned_ahead: bool) -> None:
-        run = BatchRun(batch, self.clock)
+        run = BatchRun(self.clock, batch=batch)
         if batch.ranges and not planned_ahead:
             run.timed("plan", lambda: self._store.plan(batch))
         times = self._executor.execute(batch, self.epoch) if batch.ranges else None
@@ -222,10 +217,7 @@ class Runner:
         self._report(run.committed(times, lwt), recovered=planned_ahead)
 
     def _advance(self, batch: Batch) -> None:
-        self.progress.batch_id, self.progress.positions = batch.batch_id, dict(batch.positions)
-        self.progress.version = batch.version
-        self.progress.batches += 1
-        self.progress.records += batch.records
+        self.progress.advance(batch)
 
     def _report(self, done: Committed, *, recovered: bool) -> None:
         self.observer.committed(done)

@@ -53,7 +53,7 @@ from sluice_job.checkpoint import Checkpoint
 from sluice_job.execute import Sink
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Committed, NoObserver
-from sluice_job.testing import KAFKA_RECORD
+from sluice_job.reader import KAFKA_RECORD
 from sluice_job.transform import TransformFn
 
 POLL_SECONDS: Final = 0.1
@@ -238,6 +238,17 @@ def take_over(
         batch_id=predecessor.batch_id,
     )
     return HandoverGap(pipeline, epoch, predecessor)
+
+
+def wait_only(
+    pipeline: str, epoch: int, store: CheckpointReader, stop: threading.Event, timeout: float
+) -> bool:
+    """A standby of a Pub/Sub pipeline: ready once started (the transform is not
+    checked: its records have another schema), then its turn as above; whether it came
+    (``False``: asked to stop first)."""
+    metrics.STANDBY_READY.labels(pipeline).set(1)
+    logs.event("standby ready", epoch=epoch, checked=False)
+    return wait_for_turn(store, epoch, stop, timeout) is not None
 
 
 @dataclass

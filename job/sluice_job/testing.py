@@ -29,38 +29,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from sluice_job import keys, transform
-from sluice_job.reader import BATCH_ID_COLUMN
-
-KAFKA_RECORD = StructType(
-    [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
-    ]
-)
-"""The columns of Spark's Kafka source, which the driver reads records with."""
+from sluice_job.reader import BATCH_ID_COLUMN, KAFKA_RECORD
 
 EPOCH_START = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -346,6 +346,41 @@ def executor_pod_template(owner: Owner, spec: PipelineSpec, epoch: int) -> Manif
     return manifest
 
 
+def executor_secrets(owner: Owner, spec: PipelineSpec) -> tuple[str, ...]:
+    """The Secrets the pipeline's executor pods may name: exactly those of their template
+    (the Spark RPC secret, and spark.pod's env, envFrom, volumes and pull secrets, which
+    the operator consent-checked), sorted; none without executors. The operator writes
+    them to ``status.executorSecrets`` before the driver exists, and the chart's
+    admission policy refuses an executor pod a driver creates naming any other."""
+    if spec.spark.executors.instances == 0:
+        return ()
+    return pod_secrets(executor_pod_template(owner, spec, 0))
+
+
+def pod_secrets(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every Secret a pod manifest names, sorted, in the fields the admission policy
+    checks: ``secret`` and ``projected`` volumes, containers' (and init containers')
+    ``secretKeyRef`` env and ``secretRef`` envFrom, and ``imagePullSecrets``."""
+    spec = pod.get("spec") or {}
+    names: set[str] = set()
+    for volume in spec.get("volumes") or ():
+        if "secret" in volume:
+            names.add(volume["secret"].get("secretName", ""))
+        for source in (volume.get("projected") or {}).get("sources") or ():
+            if "secret" in source:
+                names.add(source["secret"].get("name", ""))
+    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        for env in container.get("env") or ():
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is not None:
+                names.add(ref.get("name", ""))
+        for source in container.get("envFrom") or ():
+            if "secretRef" in source:
+                names.add(source["secretRef"].get("name", ""))
+    names.update(ref.get("name", "") for ref in spec.get("imagePullSecrets") or ())
+    return tuple(sorted(names))
+
+
 NODE_LOST_TAINTS: Final = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 """The taints of a lost node: an executor there is evicted after
 ``failover.nodeLostSeconds`` (not Kubernetes' default 300 s), so Spark replaces it as

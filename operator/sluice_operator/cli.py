@@ -24,7 +24,7 @@ from sluice_api.cluster import ClusterIdError
 from sluice_api.logformat import JsonFormatter
 from sluice_operator import clusterid
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
-from sluice_operator.consent import DEFAULT_LABEL, Label
+from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, Label
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,6 +56,15 @@ def parser() -> argparse.ArgumentParser:
         help=(
             "a Secret a pipeline names must carry this label, or no driver starts "
             f"(default {DEFAULT_LABEL}; empty: any Secret of the namespace)"
+        ),
+    )
+    result.add_argument(
+        "--require-secret-endpoints",
+        action="store_true",
+        help=(
+            f"a Secret whose value a pipeline sends (a Kafka or Cassandra login, the "
+            f"Datastore key) must carry the annotation {ENDPOINTS_ANNOTATION} listing where "
+            "it may go, or no driver starts (default: without it, anywhere)"
         ),
     )
     result.add_argument(
@@ -114,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers.SETTINGS = dataclasses.replace(
         handlers.SETTINGS,
         secret_label=Label.parse(args.secret_label),
+        require_endpoints=args.require_secret_endpoints,
         driver_cluster_role=args.driver_cluster_role,
         driver_service_accounts=frozenset(
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()

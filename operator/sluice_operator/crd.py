@@ -213,7 +213,8 @@ class Rule:
 
 
 _DEAD_LETTER_LOOP: Final = (
-    "!has(self.deadLetter) || !(self.deadLetter.kafka.topic in self.source.kafka.topics)"
+    "!has(self.deadLetter) || !has(self.deadLetter.kafka) || !has(self.source.kafka)"
+    " || !(self.deadLetter.kafka.topic in self.source.kafka.topics)"
     " || (has(self.deadLetter.kafka.bootstrapServers)"
     " && self.deadLetter.kafka.bootstrapServers != self.source.kafka.bootstrapServers)"
 )
@@ -243,16 +244,48 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             field_path=".deadLetter.kafka.topic",
         ),
         Rule(
-            "!self.source.kafka.backpressure.enabled || self.trigger.intervalSeconds > 0",
+            "!has(self.source.kafka) || !has(self.source.kafka.backpressure)"
+            " || !has(self.source.kafka.backpressure.enabled)"
+            " || !self.source.kafka.backpressure.enabled || self.trigger.intervalSeconds > 0",
             "source.kafka.backpressure.enabled needs trigger.intervalSeconds > 0: the cap is "
             "sized to a fraction of the interval",
             field_path=".trigger.intervalSeconds",
         ),
         Rule(
-            "!has(self.offsetReset) || !has(self.offsetReset.offsets)"
+            "!has(self.offsetReset) || !has(self.offsetReset.offsets) || !has(self.source.kafka)"
             " || self.offsetReset.offsets.all(o, o.topic in self.source.kafka.topics)",
             "offsetReset.offsets names a topic not in source.kafka.topics",
             field_path=".offsetReset.offsets",
+        ),
+        Rule(
+            "!has(self.offsetReset) || has(self.source.kafka)",
+            "offsetReset needs source.kafka: a Pub/Sub subscription has no offsets (seek "
+            "the subscription instead)",
+            field_path=".offsetReset",
+        ),
+        Rule(
+            "!has(self.deadLetter) || !has(self.deadLetter.pubsub) || has(self.source.pubsub)",
+            "deadLetter.pubsub needs source.pubsub: use deadLetter.kafka",
+            field_path=".deadLetter.pubsub",
+        ),
+        Rule(
+            "!has(self.deadLetter) || !has(self.deadLetter.kafka) || has(self.source.kafka)"
+            " || has(self.deadLetter.kafka.bootstrapServers)",
+            "deadLetter.kafka.bootstrapServers is required with a Pub/Sub source (there are "
+            "no source brokers to default to)",
+            field_path=".deadLetter.kafka.bootstrapServers",
+        ),
+    ),
+    "spec.source": (
+        Rule(
+            "has(self.kafka) != has(self.pubsub)",
+            "set exactly one of source.kafka or source.pubsub",
+        ),
+    ),
+    "spec.deadLetter": (
+        Rule(
+            "has(self.kafka) != has(self.pubsub)",
+            "set exactly one of deadLetter.kafka or deadLetter.pubsub",
         ),
     ),
     "spec.offsetReset": (
@@ -491,7 +524,7 @@ MAP_LISTS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 SPEC_DESCRIPTION: Final = (
-    "What the pipeline runs: a Kafka source read in bounded micro-batches, a user "
+    "What the pipeline runs: a Kafka or Pub/Sub source read in bounded micro-batches, a user "
     "transform, exactly one idempotent sink, and the Cassandra checkpoint store whose "
     "commits fence older drivers."
 )

@@ -95,6 +95,9 @@ class Settings:
     secret_label: Label | None = DEFAULT_SECRET_LABEL
     """The label a Secret needs before a pipeline may use it (``consent``); ``None``:
     any Secret of the namespace."""
+    require_endpoints: bool = False
+    """A Secret whose value a pipeline's connection sends must carry the annotation
+    ``sluice.dev/allowed-endpoints`` (``consent``); ``False``: without it, anywhere."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
@@ -440,7 +443,14 @@ def _start_standby(
     standby = Standby(
         naming.driver_pod(obs.name, epoch), epoch, digest, spec.image, StandbyState.STARTING
     )
-    status = replace(status, standby=standby, observed_generation=obs.generation)
+    # Both drivers' executors are admitted while both run (the standby starts its own).
+    allowed = {*(status.executor_secrets or ()), *(_executor_secrets(obs, spec) or ())}
+    status = replace(
+        status,
+        standby=standby,
+        observed_generation=obs.generation,
+        executor_secrets=tuple(sorted(allowed)) if allowed else None,
+    )
     if any(c.get("type") == UPGRADE_FAILED for c in status.conditions):
         retrying = f"trying {spec.image} (standby {standby.pod})"
         conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecChanged", retrying, obs)
@@ -557,6 +567,8 @@ def _promote(
         observed_generation=obs.generation,
     )
     status = _new_spec_runs(obs, status)
+    if obs.spec is not None and changes.spec_hash(obs.spec) == standby.spec_hash:
+        status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
     said = f"{standby.pod} (epoch {standby.epoch}, {standby.image}) takes over from {before}"
     actions.append(Emit("Normal", "HandedOver", said))
     return Decision((*actions, WriteStatus(with_ready(status, obs))), settings.requeue_seconds)
@@ -573,6 +585,10 @@ def _steady(
     running = pod.phase.value == "Running"
     phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
+    if status.executor_secrets is None and obs.spec is not None:
+        # A driver started by an operator that did not write them yet: its executors
+        # would be refused until the next driver.
+        status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
     status = reports.with_progress(status, pod, obs, settings.progress_seconds)
     status = reports.with_good(status, pod, obs)
     status = reports.with_lag(status, pod, obs, settings.progress_seconds)
@@ -655,6 +671,7 @@ def _start(
     owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
     status = replace(
         status,
+        executor_secrets=_executor_secrets(obs, spec),
         phase=phase,
         epoch=epoch,
         driver_pod=naming.driver_pod(obs.name, epoch),
@@ -701,9 +718,10 @@ class Refusal:
 
 
 def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal | None:
-    if obs.secret_refusals:
-        message = "; ".join(obs.secret_refusals)
-        return Refusal(SECRETS_USABLE, "NotLabelled", "SecretNotUsable", message)
+    if obs.secret_refusals or obs.endpoint_refusals:
+        message = "; ".join((*obs.secret_refusals, *obs.endpoint_refusals))
+        reason = "NotLabelled" if obs.secret_refusals else "EndpointNotAllowed"
+        return Refusal(SECRETS_USABLE, reason, "SecretNotUsable", message)
     account = spec.spark.pod.service_account_name
     if account and account not in settings.driver_service_accounts:
         listed = ", ".join(sorted(settings.driver_service_accounts)) or "none"
@@ -809,6 +827,14 @@ def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
     written = replace(status, driver_pod=None)
     floor = max(obs.spec.restart.backoff_seconds, 1)
     return _count_failure(after, obs.spec, written, text, told, DEFAULTS, min_delay=floor)
+
+
+def _executor_secrets(obs: Observed, spec: PipelineSpec) -> tuple[str, ...] | None:
+    """``status.executorSecrets`` for a driver of ``spec``: ``None`` without executors."""
+    if spec.spark.executors.instances == 0:
+        return None
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid, "")
+    return builders.executor_secrets(owner, spec)
 
 
 def _until_node_lost(obs: Observed, pod: PodView) -> float | None:

@@ -31,6 +31,7 @@ from sluice_operator.actions import (
     StopPod,
     WriteStatus,
 )
+from sluice_operator.consent import SecretMeta
 from sluice_operator.model import NodeView, PodPhase, PodView
 
 LOG = logging.getLogger("sluice_operator")
@@ -39,7 +40,7 @@ TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
 METADATA_ONLY: Final = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
 """Asks the API server for an object's metadata only (``consent`` reads a Secret's
-labels this way, so a Secret's data never reaches the operator)."""
+labels and annotations this way, so a Secret's data never reaches the operator)."""
 CONNECTIONS: Final = 32
 """HTTP connections to the API server: one per reconcile thread (handlers.py), so a
 burst of pipelines does not queue for the client's default handful."""
@@ -111,11 +112,10 @@ class Kube:
             result[name] = node_view(node)
         return result
 
-    def secret_labels(
-        self, namespace: str, names: Iterable[str]
-    ) -> dict[str, dict[str, str] | None]:
-        """Each named Secret's labels, ``None`` for one that does not exist."""
-        result: dict[str, dict[str, str] | None] = {}
+    def secret_metadata(self, namespace: str, names: Iterable[str]) -> dict[str, SecretMeta | None]:
+        """Each named Secret's labels and annotations (its metadata only: never its data),
+        ``None`` for one that does not exist."""
+        result: dict[str, SecretMeta | None] = {}
         for name in dict.fromkeys(names):
             try:
                 reply = self.core.read_namespaced_secret(
@@ -132,7 +132,9 @@ class Kube:
                 raise
             raw = cast(Any, reply).data  # the HTTP response: _preload_content=False
             metadata = json.loads(raw).get("metadata") or {}
-            result[name] = dict(metadata.get("labels") or {})
+            result[name] = SecretMeta(
+                dict(metadata.get("labels") or {}), dict(metadata.get("annotations") or {})
+            )
         return result
 
     # -- act -------------------------------------------------------------------

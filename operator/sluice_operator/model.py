@@ -85,6 +85,8 @@ class LastCommit:
 class Lag:
     records: int
     time: str
+    oldest_age: int | None = None
+    """Pub/Sub: seconds since the oldest held message was published."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,9 @@ class Status:
     last_good: GoodSpec | None = None
     rolled_back: Rollback | None = None
     offset_reset: AppliedReset | None = None
+    executor_secrets: tuple[str, ...] | None = None
+    """The Secrets the current driver's executor pods may name (``builders.executor_secrets``);
+    the chart's admission policy reads them here. ``None`` without executors."""
     standby: Standby | None = None
 
     @property
@@ -182,12 +187,17 @@ class Status:
             last_commit=(
                 LastCommit(int(commit["batchId"]), str(commit["time"])) if commit else None
             ),
-            lag=Lag(int(lag["records"]), str(lag["time"])) if lag else None,
+            lag=_lag(lag) if lag else None,
             message=str(raw.get("message", "")),
             conditions=tuple(raw.get("conditions", ())),
             last_good=_good(raw.get("lastGoodSpec")),
             rolled_back=_rollback(raw.get("rolledBack")),
             offset_reset=_applied_reset(raw.get("offsetReset")),
+            executor_secrets=(
+                tuple(str(s) for s in raw["executorSecrets"])
+                if raw.get("executorSecrets") is not None
+                else None
+            ),
             standby=_standby(raw.get("standby")),
         )
 
@@ -209,7 +219,7 @@ class Status:
                 if self.last_commit
                 else None
             ),
-            "lag": {"records": self.lag.records, "time": self.lag.time} if self.lag else None,
+            "lag": _lag_patch(self.lag) if self.lag else None,
             "message": self.message,
             "conditions": [dict(c) for c in self.conditions],
             "lastGoodSpec": (
@@ -232,6 +242,9 @@ class Status:
                 else None
             ),
             "offsetReset": dataclasses.asdict(self.offset_reset) if self.offset_reset else None,
+            "executorSecrets": (
+                list(self.executor_secrets) if self.executor_secrets is not None else None
+            ),
             "standby": (
                 {
                     "pod": self.standby.pod,
@@ -303,3 +316,19 @@ class Observed:
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     only while no driver runs (the only time a pod may be created)."""
+    endpoint_refusals: tuple[str, ...] = ()
+    """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
+    annotation (or the platform's requirement of one) does not let them go
+    (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""
+
+
+def _lag(raw: Mapping[str, Any]) -> Lag:
+    age = raw.get("oldestMessageAgeSeconds")
+    return Lag(int(raw["records"]), str(raw["time"]), int(age) if age is not None else None)
+
+
+def _lag_patch(lag: Lag) -> dict[str, Any]:
+    patch: dict[str, Any] = {"records": lag.records, "time": lag.time}
+    if lag.oldest_age is not None:
+        patch["oldestMessageAgeSeconds"] = lag.oldest_age
+    return patch

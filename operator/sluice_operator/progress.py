@@ -49,7 +49,10 @@ class DriverProgress:
     """The last batch it committed; ``None`` before its first commit."""
     committed_at: datetime | None
     lag: int | None
-    """Records in Kafka past the committed positions, summed over partitions."""
+    """Records in Kafka past the committed positions, summed over partitions; for a
+    Pub/Sub source, the messages it holds unacknowledged."""
+    oldest_age: int | None = None
+    """Pub/Sub: seconds since the oldest message it holds was published."""
     unavailable: tuple[str, ...] = ()
     """Dependencies the driver is waiting for (``sluice_dependency_available`` 0)."""
     lost: tuple[tuple[str, int], ...] = ()
@@ -86,8 +89,10 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         for sample in family.samples:
             if sample.labels.get("pipeline") != pipeline:
                 continue
-            if sample.name == LAG:
+            if sample.name in (LAG, names.PUBSUB_HELD):
                 lag = (lag or 0.0) + sample.value
+            elif sample.name == names.PUBSUB_OLDEST_AGE:
+                values[sample.name] = sample.value
             elif sample.name == names.RECORDS_SKIPPED + "_total" and sample.value > 0:
                 where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
                 lost[where] = int(sample.value)
@@ -111,6 +116,9 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
             datetime.fromtimestamp(stamp, UTC) if committed and stamp is not None else None
         ),
         lag=None if lag is None else int(lag),
+        oldest_age=int(values[names.PUBSUB_OLDEST_AGE])
+        if names.PUBSUB_OLDEST_AGE in values
+        else None,
         unavailable=tuple(sorted(unavailable)),
         lost=tuple(sorted(lost.items())),
         resets=tuple(_reset(where, values) for where, values in sorted(resets.items())),

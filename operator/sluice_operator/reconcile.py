@@ -66,7 +66,12 @@ def reconcile(
         if current is None:
             return Decision(finished=True)
         observed = observe(
-            kube, current, deleting=deleting, watched=watched, secret_label=settings.secret_label
+            kube,
+            current,
+            deleting=deleting,
+            watched=watched,
+            secret_label=settings.secret_label,
+            require_endpoints=settings.require_endpoints,
         )
         decision = decide(observed, settings)
         decision = _apply(kube, observed, decision)
@@ -118,6 +123,7 @@ def observe(
     deleting: bool,
     watched: Watched | None = None,
     secret_label: Label | None = None,
+    require_endpoints: bool = False,
 ) -> Observed:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
@@ -133,11 +139,9 @@ def observe(
     )
     upgrading = spec is not None and changes.classify(status.spec_hash, spec) is Change.RESTART
     may_start = current is None or current.terminated or upgrading
-    refusals = (
-        _secret_refusals(kube, namespace, spec, secret_label)
-        if spec is not None and secret_label is not None and may_start
-        else ()
-    )
+    refusals: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    if spec is not None and may_start:
+        refusals = _secret_refusals(kube, namespace, spec, secret_label, require_endpoints)
     return Observed(
         name=name,
         namespace=namespace,
@@ -153,18 +157,24 @@ def observe(
         raw_spec=body.get("spec") or {},
         progress=_progress(f"{namespace}/{name}", current),
         standby_progress=_progress(f"{namespace}/{name}", standby_pod),
-        secret_refusals=refusals,
+        secret_refusals=refusals[0],
+        endpoint_refusals=refusals[1],
     )
 
 
 def _secret_refusals(
-    kube: Kube, namespace: str, spec: PipelineSpec, label: Label
-) -> tuple[str, ...]:
+    kube: Kube, namespace: str, spec: PipelineSpec, label: Label | None, require_endpoints: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Secrets the spec may not use (no consent label), and Secrets it may not send
+    where it does (``consent.endpoint_refusals``), from their metadata."""
     refs = consent.references(spec)
     if not refs:
-        return ()
-    labels = kube.secret_labels(namespace, (r.secret for r in refs))
-    return consent.refusals(refs, labels, label)
+        return (), ()
+    found = kube.secret_metadata(namespace, (r.secret for r in refs))
+    labels = {name: meta.labels if meta else None for name, meta in found.items()}
+    unlabelled = consent.refusals(refs, labels, label) if label is not None else ()
+    sent = consent.deliveries(spec)
+    return unlabelled, consent.endpoint_refusals(refs, sent, found, require=require_endpoints)
 
 
 def _drivers(

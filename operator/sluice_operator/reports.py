@@ -55,11 +55,11 @@ def with_lag(status: Status, pod: PodView, obs: Observed, interval: float) -> St
         return status
     known = status.lag
     if known is not None:
-        if known.records == report.lag:
+        if (known.records, known.oldest_age) == (report.lag, report.oldest_age):
             return status
         if (obs.now - _aware(known.time)).total_seconds() < interval:
             return status
-    return replace(status, lag=Lag(report.lag, obs.now.isoformat()))
+    return replace(status, lag=Lag(report.lag, obs.now.isoformat(), report.oldest_age))
 
 
 def _aware(stamp: str) -> datetime:

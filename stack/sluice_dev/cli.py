@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     cmd = pipelines.add_parser(
         "apply",
         help="apply a manifest to the local stack (namespace sluice-demo, local addresses), "
-        "creating its topics and the tables of --cql",
+        "creating its Kafka topics or Pub/Sub topics and subscription, and the tables of --cql",
     )
     cmd.add_argument("file", type=Path, metavar="FILE", help="a StreamingPipeline manifest")
     cmd.add_argument("--cql", type=Path, metavar="FILE", help="CQL creating the sink's tables")

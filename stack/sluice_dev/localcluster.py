@@ -98,6 +98,9 @@ RELEASE: Final = "sluice"
 DRIVER_POD_POLICY: Final = f"{RELEASE}-driver-pods"
 """The chart's ValidatingAdmissionPolicy confining a driver's token to its own
 executor pods, as ``helm install sluice`` names it."""
+EXECUTOR_SECRETS_POLICY: Final = f"{RELEASE}-executor-secrets"
+"""The chart's ValidatingAdmissionPolicy confining the Secrets a driver's executor pods
+name to those its pipeline's ``status.executorSecrets`` lists."""
 POLICY_KINDS: Final = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 PROBE_USER: Final = "system:serviceaccount:default:probe-driver"
 """A driver-like account the policy matches; impersonated with ``system:masters`` so
@@ -118,29 +121,61 @@ def render_chart(layout: Layout, *values: str) -> list[dict[str, Any]]:
 def apply_driver_rights(layout: Layout, kubectl: Kubectl, cluster_role: str) -> None:
     """What the chart ships for drivers that run executor pods, as ``helm install``
     creates it, applied as the stack's admin: the ClusterRole ``cluster_role`` they are
-    bound to, and the admission policy confining them to their own executor pods,
+    bound to, and the admission policies confining them to their own executor pods
+    and those pods to the Secrets their pipeline lists,
     bound in every namespace (``clusterWide``: the tests make a namespace each) and
-    waited for until the API server enforces it."""
+    waited for until the API server enforces them. The CRD must be installed first
+    (``install_crd``): the second policy's params are StreamingPipelines."""
     for doc in render_chart(layout, "clusterWide=true"):
         is_role = doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == cluster_role
         if is_role or doc["kind"] in POLICY_KINDS:
             kubectl.apply(doc)
-    deadline = time.monotonic() + POLICY_TIMEOUT
-    while not _refuses_probe(kubectl):
-        if time.monotonic() > deadline:
-            raise stack.StackError(f"{DRIVER_POD_POLICY} not in force after {POLICY_TIMEOUT}s")
-        time.sleep(0.5)
+    kubectl.apply(_PROBE_EXECUTOR_ACCOUNT)  # else the ServiceAccount admission refuses first
+    for policy, probe in ((DRIVER_POD_POLICY, _NO_EXECUTOR), (EXECUTOR_SECRETS_POLICY, _EXECUTOR)):
+        deadline = time.monotonic() + POLICY_TIMEOUT
+        while not _refuses_probe(kubectl, policy, probe):
+            if time.monotonic() > deadline:
+                raise stack.StackError(f"{policy} not in force after {POLICY_TIMEOUT}s")
+            time.sleep(0.5)
 
 
-def _refuses_probe(kubectl: Kubectl) -> bool:
-    """A server-side dry run (admission runs, nothing is stored) of a pod that is no
-    executor, created by a driver-like account: refused by the policy once in force."""
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "policy-probe", "namespace": "default"},
-        "spec": {"containers": [{"name": "probe", "image": "probe"}]},
-    }
+_NO_EXECUTOR: Final = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "policy-probe", "namespace": "default"},
+    "spec": {"containers": [{"name": "probe", "image": "probe"}]},
+}
+"""A pod that is no executor: the driver pod policy refuses it from a driver."""
+_EXECUTOR: Final = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "policy-probe-exec-1",
+        "namespace": "default",
+        "labels": {"sluice.dev/pipeline": "probe", "sluice.dev/role": "executor"},
+    },
+    "spec": {
+        "serviceAccountName": "probe-executor",
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "probe", "image": "probe"}],
+        "volumes": [{"name": "s", "secret": {"secretName": "probe"}}],
+    },
+}
+"""An executor pod of pipeline "probe" naming a Secret, in a namespace without
+pipelines: the executor Secrets policy refuses it (it finds no pipeline there)."""
+
+
+_PROBE_EXECUTOR_ACCOUNT: Final = {
+    "apiVersion": "v1",
+    "kind": "ServiceAccount",
+    "metadata": {"name": "probe-executor", "namespace": "default"},
+    "automountServiceAccountToken": False,
+}
+
+
+def _refuses_probe(kubectl: Kubectl, policy: str, pod: dict[str, Any]) -> bool:
+    """A server-side dry run (admission runs, nothing is stored) of ``pod``, created by
+    a driver-like account: refused by ``policy`` once in force."""
     try:
         kubectl(
             f"--as={PROBE_USER}",
@@ -152,7 +187,7 @@ def _refuses_probe(kubectl: Kubectl) -> bool:
             stdin=json.dumps(pod),
         )
     except KubectlError as err:
-        return DRIVER_POD_POLICY in str(err)
+        return policy in str(err)
     return False
 
 

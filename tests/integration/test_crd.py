@@ -224,7 +224,41 @@ class Invalid:
 
 
 TWO_SINKS = changed("sink.datastore", {"project": "p", "kind": "K"})
+PUBSUB = {"project": "my-project", "subscription": "ui-events-sub"}
+PUBSUB_ONLY = {
+    key: value
+    for key, value in changed("source", {"pubsub": PUBSUB}).items()
+    if key != "deadLetter"
+}
 INVALID = {
+    "two-sources": Invalid(
+        changed("source.pubsub", PUBSUB),
+        "spec.source",
+        "set exactly one of source.kafka or source.pubsub",
+    ),
+    "no-source": Invalid(
+        changed("source", {}), "spec.source", "set exactly one of source.kafka or source.pubsub"
+    ),
+    "pubsub-subscription-name": Invalid(
+        changed("source", {"pubsub": {**PUBSUB, "subscription": "1-sub"}}, PUBSUB_ONLY),
+        "spec.source.pubsub.subscription",
+        "should match",
+    ),
+    "pubsub-reset": Invalid(
+        changed("offsetReset", {"id": "r1", "to": "Earliest"}, PUBSUB_ONLY),
+        "spec.offsetReset",
+        "offsetReset needs source.kafka",
+    ),
+    "pubsub-dead-letter-brokers": Invalid(
+        changed("deadLetter", {"kafka": {"topic": "dlq"}}, PUBSUB_ONLY),
+        "spec.deadLetter.kafka.bootstrapServers",
+        "required with a Pub/Sub source",
+    ),
+    "pubsub-dead-letter-with-kafka": Invalid(
+        changed("deadLetter", {"pubsub": {"topic": "dlq"}}),
+        "spec.deadLetter.pubsub",
+        "deadLetter.pubsub needs source.pubsub",
+    ),
     "no-topics": Invalid(
         changed("source.kafka.topics", []), "spec.source.kafka.topics", "at least 1 items"
     ),

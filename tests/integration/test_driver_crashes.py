@@ -28,6 +28,8 @@ RECORDS = 200_000
 PARTITIONS = 4
 CAP = 2_500  # per partition: 10k records a batch, 20 batches in all
 SEED = 20261122
+KILLS = 8
+"""Drivers killed, each inside one of the phases below (every phase at least once)."""
 # (phase announced in the log, failpoint pauses, kill delay range after the announcement)
 KILL_POINTS: list[tuple[str, str, tuple[float, float]]] = [
     ("read", "", (0.0, 0.8)),
@@ -74,7 +76,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     )
     pipeline_id = driver.checkpoint_key
     rng = random.Random(SEED)
-    schedule = [KILL_POINTS[i % len(KILL_POINTS)] for i in range(12)]
+    schedule = [KILL_POINTS[i % len(KILL_POINTS)] for i in range(KILLS)]
     rng.shuffle(schedule)
 
     killed_in: list[tuple[str, int]] = []

@@ -102,7 +102,7 @@ def test_backlog_is_drained_in_capped_batches_one_at_a_time(
             contact=cassandra_contact,
             keyspace=events_table,
             cap=cap,
-            interval=5.0,
+            interval=1.0,
         ),
         epoch=1,
     )

@@ -6,7 +6,9 @@ driver pod is theirs. With executors that code holds the driver's ServiceAccount
 token, used here exactly as the node agent mounted it for the driver container: it
 may create, change and delete its own pipeline's executor pods and nothing else
 (listing Secrets, a pod that is not its executor, another pipeline's driver or
-executor, anything in another namespace: 403). Without executors there is no token
+executor, anything in another namespace: 403), and its executor pods may name only
+the Secrets its pipeline's status lists (another pipeline's Spark RPC secret, or any
+other Secret: 403). Without executors there is no token
 at all. A driver whose ``/metrics`` answers a gigabyte or trickles does not slow the
 operator down for another pipeline: its reconcile and failover times are measured
 without and with two such drivers running, while the operator keeps reading them
@@ -27,7 +29,7 @@ import pytest
 import yaml
 from kubernetes.client import CoreV1Api
 
-from sluice_dev.localcluster import CHART, DRIVER_POD_POLICY
+from sluice_dev.localcluster import CHART, DRIVER_POD_POLICY, EXECUTOR_SECRETS_POLICY
 from sluice_dev.paths import Layout
 from sluice_operator import naming
 from tests.support.operator import Operators, Pipeline, standin_spec
@@ -73,12 +75,14 @@ def forbidden_by_rbac(found: Refusal | None) -> bool:
     return found is not None and found.status == 403 and DRIVER_POD_POLICY not in found.message
 
 
-def forbidden_by_policy(found: Refusal | None, says: str = "") -> bool:
-    """403 from the chart's admission policy (its message naming ``says``)."""
+def forbidden_by_policy(
+    found: Refusal | None, says: str = "", policy: str = DRIVER_POD_POLICY
+) -> bool:
+    """403 from the chart's admission ``policy`` (its message naming ``says``)."""
     return (
         found is not None
         and found.status == 403
-        and DRIVER_POD_POLICY in found.message
+        and f"ValidatingAdmissionPolicy '{policy}'" in found.message
         and says in found.message
     )
 
@@ -182,6 +186,99 @@ def test_a_drivers_token_reaches_only_its_own_executor_pods(
         assert len(team_b.executor_pods()) == 1
     finally:
         core.delete_namespace(elsewhere)
+
+
+def test_a_drivers_executor_pods_name_only_the_secrets_its_pipeline_lists(
+    operators: Operators,
+    pipeline: Pipeline,
+    core: Any,
+    namespace: str,
+    agent_stack: Layout,
+    driver_cluster_role: str,
+) -> None:
+    """The Secrets an executor pod names come from its pipeline's status, which only the
+    operator writes: the template's (the Spark RPC secret and spark.pod's consented
+    ones) pass; another pipeline's RPC secret, or any other Secret, in a volume, env,
+    envFrom or pull secret, is refused by the API server, as are other volume kinds
+    and a token."""
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "region-key", "labels": {"sluice.dev/usable": "true"}},
+            "stringData": {"k": "v"},
+        },
+    )
+    operators.start()
+    team_a, team_b = pipeline, another(pipeline, "payments")
+    spec = with_executors()
+    spec["spark"]["pod"] = {
+        "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "region-key", "key": "k"}}}]
+    }
+    team_a.create(spec)
+    team_b.create(with_executors())
+    a_driver = running_driver(team_a)
+    running_driver(team_b)
+    a_auth, b_auth = naming.spark_auth_secret(team_a.name), naming.spark_auth_secret(team_b.name)
+    assert team_a.status()["executorSecrets"] == sorted([a_auth, "region-key"])
+    as_a = as_driver(agent_stack, a_driver)
+
+    # What Spark creates from the template: the listed Secrets only.
+    legit = executor_pod(a_driver, 1)
+    as_a.create_namespaced_pod(namespace, legit)
+
+    def secrets_refused(pod: dict[str, Any], says: str) -> bool:
+        found = refusal(as_a.create_namespaced_pod, namespace, pod)
+        return forbidden_by_policy(found, says, EXECUTOR_SECRETS_POLICY)
+
+    stolen_env = executor_pod(a_driver, 2)
+    stolen_env["spec"]["containers"][0]["env"].append(
+        {"name": "X", "valueFrom": {"secretKeyRef": {"name": b_auth, "key": "secret"}}}
+    )
+    assert secrets_refused(stolen_env, f"env: {b_auth}")
+    stolen_volume = executor_pod(a_driver, 3)
+    stolen_volume["spec"]["volumes"].append({"name": "s", "secret": {"secretName": "db-admin"}})
+    assert secrets_refused(stolen_volume, "volume s: db-admin")
+    stolen_env_from = executor_pod(a_driver, 4)
+    stolen_env_from["spec"]["containers"][0]["envFrom"] = [{"secretRef": {"name": "db-admin"}}]
+    assert secrets_refused(stolen_env_from, "envFrom: db-admin")
+    stolen_pull = executor_pod(a_driver, 5)
+    stolen_pull["spec"]["imagePullSecrets"] = [{"name": "registry-admin"}]
+    assert secrets_refused(stolen_pull, "imagePullSecrets: registry-admin")
+
+    # A projected Secret: refused by both policies (the API server names one of them).
+    projected = executor_pod(a_driver, 6)
+    projected["spec"]["volumes"].append(
+        {"name": "p", "projected": {"sources": [{"secret": {"name": "db-admin"}}]}}
+    )
+    found = refusal(as_a.create_namespaced_pod, namespace, projected)
+    assert forbidden_by_policy(found, "volumes only, not: p") or forbidden_by_policy(
+        found, "volume p: projected Secret", EXECUTOR_SECRETS_POLICY
+    )
+    # Other volume kinds (which may name Secrets or tokens) and a token: the pod policy.
+    for number, volume in enumerate(
+        [
+            {
+                "name": "p",
+                "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+            },
+            {
+                "name": "c",
+                "csi": {"driver": "x", "nodePublishSecretRef": {"name": "db-admin"}},
+            },
+        ],
+        start=7,
+    ):
+        other_kind = executor_pod(a_driver, number)
+        other_kind["spec"]["volumes"].append(volume)
+        found = refusal(as_a.create_namespaced_pod, namespace, other_kind)
+        assert forbidden_by_policy(found, f"volumes only, not: {volume['name']}"), volume
+    for number, automount in ((9, True), (10, None)):
+        token = executor_pod(a_driver, number)
+        token["spec"]["automountServiceAccountToken"] = automount
+        found = refusal(as_a.create_namespaced_pod, namespace, token)
+        assert forbidden_by_policy(found, "automountServiceAccountToken"), automount
+
+    assert [p.metadata.name for p in team_a.executor_pods()] == [legit["metadata"]["name"]]
 
 
 def test_a_driver_without_executors_holds_no_token(

@@ -1,9 +1,10 @@
 """Driver pods that never start, on the real control plane and node agent: an image
 that cannot be pulled, a pod the API server refuses, a Secret the platform has not
-labelled for pipelines. Each is said in a condition and an Event; the first two
-count as failures after the start deadline (or at once, when refused), and end
-Failed after ``restart.maxFailures`` without climbing epochs; a pipeline waiting for
-a Secret's label creates no pod and starts by itself once the Secret is labelled."""
+labelled for pipelines, or one the spec would send where its annotation does not
+allow. Each is said in a condition and an Event; the first two count as failures
+after the start deadline (or at once, when refused), and end Failed after
+``restart.maxFailures`` without climbing epochs; a pipeline waiting for a Secret's
+label or annotation creates no pod and starts by itself once the Secret allows it."""
 
 from __future__ import annotations
 
@@ -121,6 +122,67 @@ def test_a_pipeline_naming_a_secret_without_the_platforms_label_gets_no_pod_unti
     pipeline.core.patch_namespaced_secret(
         "api-token", pipeline.namespace, {"metadata": {"labels": {"sluice.dev/usable": "true"}}}
     )
+    status = pipeline.wait_phase("Running", epoch=1, timeout=90)
+    usable_now = next(c for c in status["conditions"] if c["type"] == "SecretsUsable")
+    assert usable_now["status"] == "True"
+
+
+def test_a_secret_goes_only_where_its_annotation_allows_and_must_say_where_if_required(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    """Where consented credentials may go (issue 22): with the platform's requirement
+    on, a login without the annotation, then one whose annotation does not list the
+    checkpoint store, keep the driver from being created (no pod, no epoch) with a
+    condition naming the Secret, the field, the endpoint and the annotation; listed,
+    the pipeline starts by itself."""
+    pipeline.core.create_namespaced_secret(
+        pipeline.namespace,
+        client.V1Secret.model_validate(
+            {
+                "metadata": {"name": "ckpt-login", "labels": {"sluice.dev/usable": "true"}},
+                "stringData": {"username": "u", "password": "p"},
+            }
+        ),
+    )
+    operators.start("--require-secret-endpoints")
+    spec = standin_spec()
+    spec["checkpoint"]["cassandra"]["credentialsSecret"] = "ckpt-login"
+    pipeline.create(spec)
+
+    def usable_says(text: str) -> dict[str, Any] | None:
+        c = condition(pipeline, "SecretsUsable")
+        return c if c and c["status"] == "False" and text in c["message"] else None
+
+    unannotated = wait_for(
+        lambda: usable_says("has no annotation"),
+        timeout=60,
+        what="SecretsUsable to say the annotation is missing",
+    )
+    assert unannotated["reason"] == "EndpointNotAllowed"
+    assert "'ckpt-login' (checkpoint.cassandra.credentialsSecret)" in unannotated["message"]
+    assert "sluice.dev/allowed-endpoints" in unannotated["message"]
+
+    def annotate(value: str) -> None:
+        annotations = {"sluice.dev/allowed-endpoints": value}
+        pipeline.core.patch_namespaced_secret(
+            "ckpt-login", pipeline.namespace, {"metadata": {"annotations": annotations}}
+        )
+
+    annotate("cassandra.example.com:9042")
+    elsewhere = wait_for(
+        lambda: usable_says("may not be sent to"),
+        timeout=60,
+        what="SecretsUsable to name the endpoint the annotation does not allow",
+    )
+    assert elsewhere["message"] == (
+        "Secret 'ckpt-login' (checkpoint.cassandra.credentialsSecret) may not be sent to "
+        "127.0.0.1:1 (checkpoint.cassandra.contactPoints): its annotation "
+        "sluice.dev/allowed-endpoints allows cassandra.example.com:9042"
+    )
+    assert pipeline.live_pods() == []
+    assert pipeline.status().get("epoch", 0) == 0
+    assert "SecretNotUsable" in reasons(pipeline)
+    annotate("cassandra.example.com:9042, 127.0.0.1")
     status = pipeline.wait_phase("Running", epoch=1, timeout=90)
     usable_now = next(c for c in status["conditions"] if c["type"] == "SecretsUsable")
     assert usable_now["status"] == "True"

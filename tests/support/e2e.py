@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,24 +34,30 @@ ENTRYPOINT = "sluice_e2e:transform"
 
 def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
     """``sluice-e2e/job:v1``, ``:v2`` and ``:broken`` as code roots: their transform
-    module, this checkout's driver (``sluice_job`` and ``sluice_api``, as
-    ``Dockerfile.job`` installs them: the node agent passes no ``PYTHONPATH`` to pods,
-    so without them a pod would run whatever the virtualenv has installed) and an
-    ``image.env`` saying where the image keeps Spark's Kafka jars; and ``:missing``,
-    mapped to a directory that does not exist: the node agent cannot "pull" it
-    (``ErrImagePull``, then ``ImagePullBackOff``)."""
+    module and an ``image.env`` saying where the image keeps Spark's Kafka jars and
+    its driver's code (the code the test imports, :func:`job_code`); and
+    ``:missing``, mapped to a directory that does not exist: the node agent cannot
+    "pull" it (``ErrImagePull``, then ``ImagePullBackOff``)."""
     roots: dict[str, Path] = {}
-    skip = shutil.ignore_patterns("__pycache__")
     for version in ("v1", "v2", "broken"):
         root = workdir / "images" / version
         shutil.copytree(IMAGES_ROOT / version, root, dirs_exist_ok=True)
-        for package in (REPO_ROOT / "job" / "sluice_job", REPO_ROOT / "api" / "sluice_api"):
-            shutil.copytree(package, root / package.name, dirs_exist_ok=True, ignore=skip)
         jar_list = ",".join(str(j) for j in jars)
-        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\n")
+        paths = os.pathsep.join([str(root), *job_code()])
+        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\nPYTHONPATH={paths}\n")
         roots[f"{JOB_IMAGE}:{version}"] = root
     roots[f"{JOB_IMAGE}:missing"] = workdir / "images" / "missing"
     return roots
+
+
+def job_code() -> list[str]:
+    """Where the test process imports the driver's code from, for the images to import
+    the same: a worktree on ``PYTHONPATH`` beside a virtualenv installed from another
+    checkout would otherwise run the other checkout's driver in the pods."""
+    import sluice_api
+    import sluice_job
+
+    return [str(Path(m.__file__ or "").parents[1]) for m in (sluice_job, sluice_api)]
 
 
 def manifest(

@@ -462,11 +462,13 @@ def driver(
 
 
 @pytest.fixture(scope="session")
-def driver_cluster_role(kube_stack: Layout, helm_binary: Path) -> str:
+def driver_cluster_role(kube_stack: Layout, helm_binary: Path, sluice_crd: str) -> str:
     """What ``helm install sluice`` creates for drivers with executor pods: the driver
-    ClusterRole they are bound to and the admission policy confining them to their own
-    executor pods (in force in every namespace), rendered by helm and applied as the
-    admin (``sluice_dev.localcluster``). Returns the ClusterRole's name."""
+    ClusterRole they are bound to and the admission policies confining them to their own
+    executor pods and those to their pipeline's Secrets (in force in every namespace;
+    the second reads StreamingPipelines, so after the CRD, as helm installs it), rendered
+    by helm and applied as the admin (``sluice_dev.localcluster``). Returns the
+    ClusterRole's name."""
     from sluice_dev.kubectl import Kubectl
     from sluice_dev.localcluster import apply_driver_rights
     from sluice_operator.builders import DRIVER_CLUSTER_ROLE

@@ -53,7 +53,8 @@ class Operators:
     workdir: Path
     started: list[OperatorProcess] = field(default_factory=list)
 
-    def start(self, *, leader_election: bool = False) -> OperatorProcess:
+    def start(self, *args: str, leader_election: bool = False) -> OperatorProcess:
+        """An operator process with ``args`` added to its command line."""
         port = free_port()
         log = self.workdir / f"operator-{len(self.started) + 1}.log"
         argv = [
@@ -67,6 +68,7 @@ class Operators:
         ]
         if not leader_election:
             argv.append("--no-leader-election")
+        argv += args
         env = {**os.environ, "KUBECONFIG": str(self.layout.kubeconfig)}
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

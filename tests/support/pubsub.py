@@ -9,13 +9,15 @@ topics and subscriptions, publish, pull and flip the switches.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.cloud import pubsub_v1
 
+from sluice_dev.events import EventFactory
 from sluice_dev.pubsub import remote
+from sluice_dev.pubsub.publish import message
 from tests.support.waiting import wait_for
 
 
@@ -27,6 +29,7 @@ class Delivery:
     data: bytes
     ack_id: str
     delivery_attempt: int | None
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,6 +91,17 @@ class PubSub:
         futures = [self.publisher.publish(topic, data) for data in datas]
         return [future.result(timeout=30) for future in futures]
 
+    def publish_events(
+        self, topic: str, factory: EventFactory, seqs: Iterable[int]
+    ) -> dict[int, str]:
+        """Publish events as ``sluice-dev produce --pubsub`` does (data and the ``key``
+        attribute); returns the message ID the server assigned to each seq."""
+        futures = {}
+        for seq in seqs:
+            data, attributes = message(factory, seq)
+            futures[seq] = self.publisher.publish(topic, data, **attributes)
+        return {seq: future.result(timeout=60) for seq, future in futures.items()}
+
     def pull_until(
         self,
         subscription: str,
@@ -108,6 +122,7 @@ class PubSub:
                     received.message.data,
                     received.ack_id,
                     received.delivery_attempt or None,
+                    dict(received.message.attributes),
                 )
                 deliveries.seen.append(delivery)
                 if ack(delivery):

@@ -34,6 +34,7 @@ EXPECTED = {
     "SluiceUpgradeStuck",
     "SluiceOperatorDown",
     "SluiceDependencyUnavailable",
+    "SluicePubSubMessagesAging",
 }
 
 

@@ -108,6 +108,7 @@ def test_every_status_field_the_operator_writes_is_in_the_status_model() -> None
         last_good=GoodSpec("abd", "job:v1", '{"image": "job:v1"}'),
         rolled_back=Rollback("job:v0", "abc", "3 failures", "2026-11-24T01:00:00+00:00"),
         offset_reset=AppliedReset("r1", "Earliest", 3, "2026-11-24T01:00:00+00:00"),
+        executor_secrets=("p-spark-auth",),
         standby=Standby("p-driver-4", 4, "abd", "job:v3", StandbyState.READY, ""),
     ).to_patch()
     assert set(written) == status.wire_fields()

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sluice_api.pod import VOLUME_SOURCES
+from sluice_api.status import PipelineStatus
 from sluice_dev.paths import REPO_ROOT
 from sluice_operator import naming
 
@@ -140,6 +142,8 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
             "NetworkPolicy",  # drivers
             "NetworkPolicy",  # executors
             "ValidatingAdmissionPolicy",  # drivers' tokens: their own executor pods only
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",  # executor pods: their pipeline's Secrets only
             "ValidatingAdmissionPolicyBinding",
         ]
     )
@@ -342,6 +346,20 @@ def test_the_cluster_id_is_read_from_kube_system_alone_unless_the_platform_names
     assert "--cluster-name=eu-west-1.prod" in args
 
 
+def test_secrets_may_go_anywhere_unless_the_platform_requires_their_endpoints(
+    render: Render,
+) -> None:
+    """operator.requireSecretEndpoints (off by default, so that today's examples run)
+    reaches the operator as --require-secret-endpoints (consent.py)."""
+
+    def args(*values: str) -> list[str]:
+        deployment = one(render(*values), "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert "--require-secret-endpoints" not in args()
+    assert "--require-secret-endpoints" in args("operator.requireSecretEndpoints=true")
+
+
 def test_a_cluster_name_that_cannot_key_a_checkpoint_is_refused(helm_binary: Path) -> None:
     done = subprocess.run(
         [str(helm_binary), "template", "rel", str(CHART), "--set=operator.clusterName=EU/west"],
@@ -535,8 +553,11 @@ def test_the_driver_pod_policy_speaks_the_operators_names() -> None:
 def test_the_driver_pod_policy_binds_everywhere_cluster_wide_and_can_be_turned_off(
     render: Render,
 ) -> None:
-    binding = one(render("clusterWide=true"), "ValidatingAdmissionPolicyBinding")["spec"]
+    docs = render("clusterWide=true")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "rel-sluice-driver-pods")["spec"]
     assert "matchResources" not in binding  # every namespace
+    secrets = one(docs, "ValidatingAdmissionPolicyBinding", "rel-sluice-executor-secrets")
+    assert "namespaceSelector" not in secrets["spec"]["matchResources"]
     off = render("driverPodPolicy.enabled=false")
     assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
 
@@ -544,6 +565,53 @@ def test_the_driver_pod_policy_binds_everywhere_cluster_wide_and_can_be_turned_o
 def test_the_driver_pod_policy_never_holds_the_operator_to_it(render: Render) -> None:
     """A release whose operator account ends in -driver keeps its own pod rights."""
     docs = render("fullnameOverride=team-driver")
-    policy = one(docs, "ValidatingAdmissionPolicy", "team-driver-driver-pods")["spec"]
-    [condition] = policy["matchConditions"]
-    assert '!= "system:serviceaccount:sluice-system:team-driver"' in condition["expression"]
+    for name in ("team-driver-driver-pods", "team-driver-executor-secrets"):
+        policy = one(docs, "ValidatingAdmissionPolicy", name)["spec"]
+        [condition] = policy["matchConditions"]
+        assert '!= "system:serviceaccount:sluice-system:team-driver"' in condition["expression"]
+
+
+def test_executor_pods_of_a_driver_get_only_the_operators_volume_kinds_and_no_token(
+    render: Render,
+) -> None:
+    """Volume kinds beyond the template's (sluice_api.pod.VOLUME_SOURCES, which the
+    Secrets policy looks into) could name Secrets or tokens: the pod policy refuses
+    them, and any token, at creation."""
+    policy = one(render(), "ValidatingAdmissionPolicy", "rel-sluice-driver-pods")["spec"]
+    expressions = [v["expression"] for v in policy["validations"]]
+    [kinds] = [e for e in expressions if "object.spec.volumes.all(v, has(v.emptyDir)" in e]
+    assert set(re.findall(r"has\(v\.(\w+)\)", kinds)) == set(VOLUME_SOURCES)
+    [token] = [e for e in expressions if "automountServiceAccountToken" in e]
+    assert "!object.spec.automountServiceAccountToken" in token
+
+
+def test_executor_pods_name_only_the_secrets_their_pipelines_status_lists(
+    render: Render,
+) -> None:
+    """The allowed Secrets come from the pipeline's status (which a driver cannot
+    write), every StreamingPipeline of the pod's namespace being a param; only
+    executor-labelled pods are matched, at creation, in the served namespaces."""
+    docs = render(files=[CHART / "ci" / "namespaced-values.yaml"])
+    name = "rel-sluice-executor-secrets"
+    policy = one(docs, "ValidatingAdmissionPolicy", name)["spec"]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", name)["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    assert policy["paramKind"] == {
+        "apiVersion": f"{naming.GROUP}/{naming.VERSION}",
+        "kind": naming.KIND,
+    }
+    [rule] = policy["matchConstraints"]["resourceRules"]
+    assert (rule["resources"], rule["operations"]) == (["pods"], ["CREATE"])
+    alias = PipelineStatus.model_fields["executor_secrets"].alias
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert f"params.status.{alias}" in variables["allowed"]
+    [check] = policy["validations"]
+    assert check["reason"] == "Forbidden"
+    assert check["expression"].startswith("params.metadata.name != variables.pipeline ||")
+    assert binding["policyName"] == name
+    assert binding["validationActions"] == ["Deny"]
+    assert binding["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Deny"}
+    selected = binding["matchResources"]
+    assert selected["objectSelector"] == {"matchLabels": {naming.LABEL_ROLE: naming.ROLE_EXECUTOR}}
+    [served] = selected["namespaceSelector"]["matchExpressions"]
+    assert sorted(served["values"]) == ["analytics", "payments"]

@@ -68,7 +68,7 @@ def test_what_a_driver_does_with_a_legacy_row(
 
 def test_a_current_keyspace_needs_no_ddl_so_its_role_needs_no_create_or_alter() -> None:
     everything = checkpoint_schema.statements("ks")
-    assert sum(s.startswith("CREATE TABLE") for s in everything) == 4
+    assert sum(s.startswith("CREATE TABLE") for s in everything) == 6  # 2 for Pub/Sub
     created = {
         "schema_version": {"component", "version"},
         "checkpoints": {"pipeline", "write_version", "applied_resets", "last_reset"},
@@ -82,6 +82,12 @@ def test_a_current_keyspace_needs_no_ddl_so_its_role_needs_no_create_or_alter() 
     ]
     created["checkpoints"] |= {"adopted_by", "adopted_from"}
     assert checkpoint_schema.missing("ks", created) == []
+    # A Kafka pipeline never asks for the Pub/Sub source's tables; a Pub/Sub one does.
+    pubsub = checkpoint_schema.missing("ks", created, pubsub=True)
+    assert [s.split("(")[0].split(".")[-1].strip() for s in pubsub] == [
+        "pubsub_spool",
+        "pubsub_committed",
+    ]
 
 
 def test_a_permission_refusal_names_field_keyspace_role_and_permission() -> None:
@@ -148,7 +154,7 @@ def test_the_checkpoint_schema_is_printed_for_an_administrator(
 
     assert cli.main(["--checkpoint-schema", "team_a_sluice"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("CREATE TABLE IF NOT EXISTS team_a_sluice.") == 4
+    assert printed.count("CREATE TABLE IF NOT EXISTS team_a_sluice.") == 6
     assert "ADD IF NOT EXISTS adopted_by text;" in printed
     assert cli.main(["--checkpoint-schema", "team-a; DROP KEYSPACE x"]) == 2
     assert "is not a Cassandra keyspace name" in capsys.readouterr().err

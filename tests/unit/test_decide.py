@@ -509,3 +509,30 @@ def test_a_refused_pod_is_one_failure_with_a_back_off_not_a_new_epoch_per_look()
     assert waiting.requeue_after is not None
     last = replace(obs.status, failures=spec().restart.max_failures - 1)
     assert written(after_rejection(obs, last, "forbidden")).phase is Phase.FAILED
+
+
+def test_a_new_driver_with_executors_lists_its_executors_secrets_in_the_status_first() -> None:
+    """The chart's admission policy reads ``status.executorSecrets``: written with the
+    epoch, before the driver (which creates the executors) exists."""
+    with_executors = spec(spark={"executors": {"instances": 1}})
+    decision = decide(observed(Status(), spec=with_executors))
+    kinds = [type(a) for a in decision.actions]
+    written = next(a.status for a in decision.actions if isinstance(a, WriteStatus))
+    assert kinds.index(WriteStatus) < kinds.index(CreatePod)
+    assert written.executor_secrets == (naming.spark_auth_secret("kpis"),)
+    alone = next(a.status for a in decide(observed(Status())).actions if isinstance(a, WriteStatus))
+    assert alone.executor_secrets is None
+
+
+def test_a_driver_started_before_executor_secrets_were_written_gets_them() -> None:
+    with_executors = spec(spark={"executors": {"instances": 1}})
+    pod = PodView(naming.driver_pod("kpis", 1), 1, PodPhase.RUNNING, "n1")
+    running = Status(
+        phase=Phase.RUNNING,
+        epoch=1,
+        driver_pod=pod.name,
+        spec_hash=changes.spec_hash(with_executors),
+    )
+    decision = decide(observed(running, (pod,), spec=with_executors))
+    written = next(a.status for a in decision.actions if isinstance(a, WriteStatus))
+    assert written.executor_secrets == (naming.spark_auth_secret("kpis"),)

@@ -288,3 +288,45 @@ def test_executors_have_their_own_placement_not_the_drivers() -> None:
     driver = builders.driver_pod(OWNER, settings, 1, "h")["spec"]
     assert driver["nodeSelector"] == {"pool": "drivers"}
     assert "affinity" not in driver
+
+
+def test_executor_pods_may_name_exactly_the_secrets_of_their_template() -> None:
+    """``status.executorSecrets``, which the chart's admission policy reads: the
+    pipeline's RPC secret and the Secrets of spark.pod (consent-checked by the
+    operator), never a connection's credentials; none without executors."""
+    pod = {
+        **POD,
+        "env": [
+            {"name": "K", "valueFrom": {"secretKeyRef": {"name": "region-key", "key": "k"}}},
+            {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "config", "key": "c"}}},
+        ],
+        "envFrom": [{"secretRef": {"name": "env-all"}}, {"configMapRef": {"name": "more"}}],
+    }
+    secured = spec(pod=pod).model_dump(by_alias=True, exclude_none=True)
+    secured["sink"]["cassandra"]["credentialsSecret"] = "cassandra-login"
+    allowed = builders.executor_secrets(OWNER, PipelineSpec.model_validate(secured))
+    assert allowed == ("ca-bundle", "env-all", "orders-spark-auth", "region-key", "registry-team-a")
+    template = builders.executor_pod_template(OWNER, PipelineSpec.model_validate(secured), 3)
+    assert builders.pod_secrets(template) == allowed
+    assert builders.executor_secrets(OWNER, spec(executors={"instances": 0})) == ()
+
+
+def test_pod_secrets_reads_every_field_that_names_a_secret() -> None:
+    pod = {
+        "spec": {
+            "volumes": [
+                {"name": "a", "secret": {"secretName": "vol"}},
+                {"name": "b", "projected": {"sources": [{"secret": {"name": "proj"}}]}},
+                {"name": "c", "configMap": {"name": "not-a-secret"}},
+            ],
+            "containers": [
+                {
+                    "name": "x",
+                    "env": [{"name": "E", "valueFrom": {"secretKeyRef": {"name": "env"}}}],
+                }
+            ],
+            "initContainers": [{"name": "i", "envFrom": [{"secretRef": {"name": "init"}}]}],
+            "imagePullSecrets": [{"name": "pull"}],
+        }
+    }
+    assert builders.pod_secrets(pod) == ("env", "init", "proj", "pull", "vol")

@@ -112,7 +112,9 @@ def test_a_manifest_is_pointed_at_the_local_stack_keeping_its_image_and_transfor
 
     example = REPO_ROOT / "examples" / "custom-transform"
     manifest = yaml.safe_load((example / "pipeline.yaml").read_text())
-    body = localized(manifest, namespace="sluice-demo", bootstrap="k:1", contact="c:2")
+    body = localized(
+        manifest, namespace="sluice-demo", bootstrap="k:1", contact="c:2", pubsub="p:3"
+    )
     spec = body["spec"]
     assert body["metadata"] == {"name": "click-scores", "namespace": "sluice-demo"}
     assert spec["source"]["kafka"]["bootstrapServers"] == "k:1"

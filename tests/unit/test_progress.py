@@ -42,6 +42,21 @@ def test_a_drivers_own_exposition_gives_its_epoch_last_commit_and_lag() -> None:
     assert report.lag == 15 + 7
 
 
+def test_a_pubsub_driver_reports_the_messages_it_holds_and_the_oldest_ones_age() -> None:
+    from sluice_job.metrics import PubSubMetrics
+
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/ps"
+    PrometheusObserver(pipeline).started("sluice-job:v1", epoch=2)
+    pubsub = PubSubMetrics(pipeline)
+    pubsub.started()
+    pubsub.held(1_250, 42.7)
+
+    report = parse(generate_latest().decode(), pipeline)
+
+    assert report is not None
+    assert (report.lag, report.oldest_age) == (1_250, 42)
+
+
 def test_before_its_first_commit_a_driver_reports_its_epoch_only() -> None:
     pipeline = f"ns-{uuid.uuid4().hex[:6]}/kpis"
     PrometheusObserver(pipeline).started("sluice-job:v1", epoch=2)

@@ -330,3 +330,25 @@ def test_a_spec_back_to_the_running_one_clears_the_failed_upgrade() -> None:
     (condition,) = [c for c in back.conditions if c["type"] == UPGRADE_FAILED]
     assert (condition["status"], condition["reason"]) == ("False", "SpecReverted")
     assert back.message == ""
+
+
+def test_while_both_run_both_drivers_executors_may_name_their_secrets() -> None:
+    """The chart's admission policy admits executor pods naming status.executorSecrets:
+    the standby starts its own executors while the old driver's still run."""
+    executors = {"instances": 1}
+    old_spec = spec(upgrade=WARM, spark={"executors": executors})
+    new_spec = spec(
+        image="sluice-job:v2",
+        upgrade=WARM,
+        spark={
+            "executors": executors,
+            "pod": {"envFrom": [{"secretRef": {"name": "new-creds"}}]},
+        },
+    )
+    status, pod = running()
+    status = replace(
+        status, spec_hash=changes.spec_hash(old_spec), executor_secrets=("kpis-spark-auth",)
+    )
+    after = written(decide(observed(status, (pod,), spec=new_spec, generation=2)))
+    assert after.executor_secrets is not None
+    assert {"kpis-spark-auth", "new-creds"} <= set(after.executor_secrets)

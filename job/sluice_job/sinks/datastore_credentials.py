@@ -1,4 +1,5 @@
-"""The Datastore sink's service account, from ``SLUICE_SINK_DATASTORE_CREDENTIALS``.
+"""Service-account keys: the Datastore sink's, from ``SLUICE_SINK_DATASTORE_CREDENTIALS``
+(the Pub/Sub source reads its own variable the same way).
 
 The operator fills the variable from the Secret named by
 ``sink.datastore.credentialsSecret`` (key ``credentials.json``). It holds either the
@@ -41,27 +42,29 @@ class ServiceAccount:
         return f"ServiceAccount(email={self.email!r}, key=<hidden>)"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ServiceAccount | None:
-        raw = env.get(ENV, "").strip()
+    def from_env(cls, env: Mapping[str, str], variable: str = ENV) -> ServiceAccount | None:
+        """The key in ``variable`` (JSON or a path), ``None`` if it is unset."""
+        raw = env.get(variable, "").strip()
         if not raw:
             return None
-        text, source = (raw, ENV) if raw.startswith("{") else (_read(Path(raw)), f"{ENV}={raw}")
+        source = f"{variable}={raw}" if not raw.startswith("{") else variable
+        text = raw if raw.startswith("{") else _read(Path(raw), source)
         return cls(text, _email(_parse(text, source), source))
 
-    def google(self) -> Any:
+    def google(self, scopes: tuple[str, ...] = SCOPES) -> Any:
         """The ``google.oauth2`` credentials (built where they are used)."""
         from google.oauth2 import service_account
 
         return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
-            json.loads(self.info), scopes=SCOPES
+            json.loads(self.info), scopes=scopes
         )
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, source: str) -> str:
     try:
         return path.read_text()
     except OSError as err:
-        raise CredentialsError(f"{ENV}={path}: cannot read the key file ({err.strerror})") from None
+        raise CredentialsError(f"{source}: cannot read the key file ({err.strerror})") from None
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:
