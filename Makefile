@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-operator clean
+.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-operator clean
 
 all: test
 
@@ -151,6 +151,12 @@ bench-executors: provision
 # (spool, ids, lookups), medians of three runs in bench/results/<stamp>-pubsub.{json,md}.
 bench-pubsub: provision
 	$(BIN)/python -m bench.pubsub $(BENCH_PUBSUB_ARGS)
+
+# The handover gap of an upgrade (last commit of the old driver -> first of the new),
+# WarmHandover beside CleanStop in the same run, medians of 5 upgrades each, under
+# steady production: bench/results/<stamp>-handover.{json,md}.
+bench-handover: provision
+	$(BIN)/python -m bench.handover $(BENCH_HANDOVER_ARGS)
 
 # One operator, 100 pipelines with the stand-in driver on the local control plane.
 bench-operator: provision

@@ -14,6 +14,10 @@ CLUSTER_ID: Final = "SLUICE_CLUSTER_ID"
 """The cluster the operator runs in (``sluice_api.cluster``): part of the checkpoint key."""
 EPOCH: Final = "SLUICE_EPOCH"
 """The epoch this driver claims; a driver never commits under another."""
+STANDBY: Final = "SLUICE_STANDBY"
+"""``1``: start as a standby (``spec.upgrade.mode: WarmHandover``): get ready, say so
+(``sluice_standby_ready``), then claim the epoch only once the previous driver has
+released the checkpoint (or its stop timeout has passed)."""
 CODE_VERSION: Final = "SLUICE_CODE_VERSION"
 METRICS_PORT: Final = "SLUICE_METRICS_PORT"
 POD_IP: Final = "POD_IP"

@@ -47,6 +47,12 @@ PUBSUB_REDELIVERED: Final = "sluice_pubsub_messages_redelivered"
 PUBSUB_DEDUPLICATED: Final = "sluice_pubsub_messages_deduplicated"
 PUBSUB_HELD: Final = "sluice_pubsub_messages_held"
 PUBSUB_OLDEST_AGE: Final = "sluice_pubsub_oldest_unacked_message_age_seconds"
+STANDBY_READY: Final = "sluice_standby_ready"
+"""1 once a standby driver (WarmHandover) is ready to take over: Spark started, Kafka
+and the stores reached, the transform checked; what the operator waits for."""
+HANDOVER_GAP: Final = "sluice_handover_gap_seconds"
+"""Seconds from the previous epoch's last commit to this driver's first (a standby
+that took over)."""
 DEPENDENCY_LABEL: Final = "dependency"
 
 PIPELINE_LABEL: Final = "pipeline"
@@ -86,6 +92,8 @@ DRIVER: Final = (
     PUBSUB_DEDUPLICATED,
     PUBSUB_HELD,
     PUBSUB_OLDEST_AGE,
+    STANDBY_READY,
+    HANDOVER_GAP,
 )
 OPERATOR: Final = (
     OPERATOR_PIPELINE_PHASE,

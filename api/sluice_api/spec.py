@@ -41,6 +41,13 @@ class OnOffsetOutOfRange(StrEnum):
     EARLIEST = "earliest"
 
 
+class UpgradeMode(StrEnum):
+    CLEAN_STOP = "CleanStop"
+    """Stop the old driver cleanly, then start the new one (Spark starts in the gap)."""
+    WARM_HANDOVER = "WarmHandover"
+    """Start the new driver as a standby first; stop the old one once it is ready."""
+
+
 SecretName = Annotated[
     str, Field(pattern=K8S_NAME, max_length=253, description="Name of a Secret in the namespace.")
 ]
@@ -886,6 +893,19 @@ class Spark(Model):
 
 
 class Upgrade(Model):
+    mode: UpgradeMode = Field(
+        default=UpgradeMode.CLEAN_STOP,
+        description=(
+            "CleanStop: stop the running driver cleanly, then start the new spec's. "
+            "WarmHandover: start the new spec's driver as a standby first (Spark, Kafka, "
+            "the stores and the transform checked on an empty frame, nothing claimed or "
+            "written); only once it is ready is the running driver stopped cleanly, and the "
+            "standby claims the next epoch as soon as that driver has released the "
+            "checkpoint. A standby that fails to become ready leaves the running driver "
+            "alone: the upgrade is reported failed (condition UpgradeFailed, an Event) "
+            "until the spec changes again."
+        ),
+    )
     rollback: bool = Field(
         default=True,
         description=(
@@ -1051,7 +1071,9 @@ class PipelineSpec(Model):
     checkpoint: Checkpoint = Field(description="Where offsets are committed.")
     trigger: Trigger = Field(default_factory=Trigger, description="Micro-batch timing.")
     spark: Spark = Field(default_factory=Spark, description="Spark resources and configuration.")
-    upgrade: Upgrade = Field(default_factory=Upgrade, description="Clean-stop upgrades.")
+    upgrade: Upgrade = Field(
+        default_factory=Upgrade, description="How a spec change replaces the driver."
+    )
     failover: Failover = Field(default_factory=Failover, description="Node-loss failover.")
     restart: Restart = Field(default_factory=Restart, description="Restart backoff.")
     suspend: bool = Field(default=False, description="Stop the driver cleanly and stay stopped.")

@@ -107,6 +107,31 @@ class AppliedOffsetReset(_Model):
     )
 
 
+class StandbyState(StrEnum):
+    STARTING = "Starting"
+    READY = "Ready"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class Standby(_Model):
+    """A driver started in standby for a warm handover (spec.upgrade.mode: WarmHandover)."""
+
+    pod: str = Field(description="Name of the standby's pod.")
+    epoch: int = Field(ge=1, description="The epoch it claims when it takes over.")
+    spec_hash: str = Field(description="Hash of the spec fields it was started with.")
+    image: str = Field(description="Its job image.")
+    state: StandbyState = Field(
+        description=(
+            "Starting (not ready yet; the running driver goes on), Ready (the running "
+            "driver was asked to stop; the standby takes over once it has released), "
+            "Failed (it never became ready: the upgrade failed, the running driver goes "
+            "on), Cancelled (the spec changed again, or the pipeline stopped)."
+        )
+    )
+    message: str | None = Field(default=None, description="Why it failed or was cancelled.")
+
+
 class Condition(_Model):
     """An observation of one aspect of the pipeline (Ready, Fenced, ...)."""
 
@@ -198,6 +223,10 @@ class PipelineStatus(_Model):
             "the driver is created; the chart's admission policy refuses an executor pod "
             "its driver creates naming any other. Unset without executors."
         ),
+    )
+    standby: Standby | None = Field(
+        default=None,
+        description="The standby driver of a warm handover, or the last one's outcome.",
     )
     conditions: list[Condition] | None = Field(
         default=None, description="Current conditions of the pipeline, one per type."

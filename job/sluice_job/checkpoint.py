@@ -479,6 +479,14 @@ class CheckpointStore:
             resets=frozenset(row.applied_resets or ()),
         )
 
+    def committed_at(self, batch_id: int) -> datetime | None:
+        """When batch ``batch_id`` was committed, from its history row (if written)."""
+        row = self.session.execute(self._statements["history_row"], (self.pipeline, batch_id)).one()
+        if row is None or row.committed_at is None:
+            return None
+        stamp: datetime = row.committed_at
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
     def history(self, limit: int = 1000) -> list[Any]:
         return list(self.session.execute(self._statements["history"], (self.pipeline, limit)))
 

@@ -45,6 +45,9 @@ class DriverConfig:
     metrics_host: str = ""
     """The address metrics are served on: the pod's own (``POD_IP``, which the
     operator sets), not every address; empty (outside a pod): every address."""
+    standby: bool = False
+    """Started as the standby of a warm handover (``SLUICE_STANDBY=1``): get ready,
+    then claim only once the previous driver released the pipeline (``standby``)."""
 
     @property
     def pipeline_id(self) -> str:
@@ -81,6 +84,7 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         metrics_port=_optional_port(env, names.METRICS_PORT),
         options=transform_options(spec, env),
         metrics_host=env.get(names.POD_IP, ""),
+        standby=env.get(names.STANDBY, "") == "1",
     )
 
 

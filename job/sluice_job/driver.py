@@ -35,6 +35,7 @@ from sluice_job import (
     reset,
     spark,
     spark_auth,
+    standby,
     transform,
 )
 from sluice_job.backpressure import RateControl
@@ -73,6 +74,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except FencedError as err:
         fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
         return dataclasses.replace(fenced, held_by_epoch=err.held_by)
+    except standby.StandbyCheckError as err:
+        return _failed(ExitCode.INVALID_CONFIG, "TransformCheckFailed", err, cfg, progress)
     except (
         transform.EntrypointError,
         transform.NondeterministicTransformError,
@@ -157,7 +160,10 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
     )
     try:
-        _pubsub_runner(parts, session).run() if pubsub else _kafka_runner(parts).run()
+        runner = _pubsub_runner(parts, session) if pubsub else _kafka_runner(parts)
+        if runner is None:  # a standby asked to stop before its turn: it claimed nothing
+            return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
+        runner.run()
     finally:
         spark_session.stop()
         cluster.shutdown()
@@ -193,12 +199,24 @@ class Parts:
         _timed_out(self.cfg, self.progress, batch_id, seconds)
 
 
-def _kafka_runner(parts: Parts) -> Runner:
+def _kafka_runner(parts: Parts) -> Runner | None:
+    """The Kafka loop; a standby (warm handover) first gets ready and waits for its
+    turn: ``None`` if it was asked to stop before (nothing claimed)."""
     cfg, source = parts.cfg, parts.cfg.spec.kafka
     kafka = KafkaAccess.of(
         source.bootstrap_servers, source.security, os.environ, env_names.KAFKA_CREDENTIALS
     )
     group = group_name(cfg.namespace, cfg.pipeline)
+    watermarks = WatermarkReader(kafka.librdkafka())
+    client = reader.client_config(kafka.java(), group)
+    observer = _observer(cfg, kafka, parts.prometheus)
+    if cfg.standby:
+        topics = source.topics
+        outages.through_outages("kafka", lambda: watermarks.fetch(topics), parts.prometheus)
+        gap = _standby(parts, client)
+        if gap is None:
+            return None
+        observer = Observers((observer, gap))
     return Runner(
         epoch=cfg.epoch,
         topics=source.topics,
@@ -209,13 +227,11 @@ def _kafka_runner(parts: Parts) -> Runner:
         ),
         interval=cfg.spec.trigger.interval_seconds,
         store=parts.store,
-        watermarks=WatermarkReader(kafka.librdkafka()),
-        executor=parts.executor(
-            KafkaRecords(parts.spark, reader.client_config(kafka.java(), group))
-        ),
+        watermarks=watermarks,
+        executor=parts.executor(KafkaRecords(parts.spark, client)),
         stop=parts.stop,
         progress=parts.progress,
-        observer=_observer(cfg, kafka, parts.prometheus),
+        observer=observer,
         rate=_rate_control(cfg.spec),
         batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
         on_timeout=parts.timed_out,
@@ -224,10 +240,14 @@ def _kafka_runner(parts: Parts) -> Runner:
     )
 
 
-def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner:
+def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner | None:
     cfg, source = parts.cfg, parts.cfg.spec.source.pubsub
     if source is None:
         raise ValueError("source.pubsub is not set")
+    if cfg.standby and not standby.wait_only(
+        cfg.pipeline_id, cfg.epoch, parts.store, parts.stop, cfg.spec.upgrade.stop_timeout_seconds
+    ):
+        return None
     key = ServiceAccount.from_env(os.environ, env_names.PUBSUB_CREDENTIALS)
     subscription = Subscription.of(source, key)
     outages.through_outages("pubsub subscription", subscription.check, parts.prometheus)
@@ -260,6 +280,23 @@ def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner:
         pubsub_observer=pubsub_metrics,
         batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
         on_timeout=parts.timed_out,
+    )
+
+
+def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverGap | None:
+    cfg = parts.cfg
+    return standby.take_over(
+        pipeline=cfg.pipeline_id,
+        epoch=cfg.epoch,
+        spark=parts.spark,
+        function=parts.function,
+        options=cfg.options,
+        sink=parts.sink,
+        kafka_config=kafka_config,
+        store=parts.store,
+        last_commit=parts.store.committed_at,
+        stop=parts.stop,
+        timeout=cfg.spec.upgrade.stop_timeout_seconds,
     )
 
 

@@ -139,6 +139,17 @@ PUBSUB_OLDEST_AGE = Gauge(
     "Seconds since the oldest message the driver holds unacknowledged was published.",
     PIPELINE,
 )
+STANDBY_READY = Gauge(
+    names.STANDBY_READY,
+    "1 once this driver, started as a standby (warm handover), is ready to take over.",
+    PIPELINE,
+)
+HANDOVER_GAP = Gauge(
+    names.HANDOVER_GAP,
+    "Seconds from the previous epoch's last commit to this driver's first (a standby "
+    "that took over).",
+    PIPELINE,
+)
 DRIVER = Info(names.DRIVER_INFO, "Code version of the driver and the pipeline it runs.")
 
 

@@ -91,7 +91,11 @@ class Owner:
         }
 
 
-def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> Manifest:
+def driver_pod(
+    owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str, *, standby: bool = False
+) -> Manifest:
+    """The driver pod of ``epoch``; a ``standby`` one (warm handover) gets ready and
+    waits for its predecessor's release before it claims (``SLUICE_STANDBY``)."""
     name = naming.driver_pod(owner.name, epoch)
     pod = spec.spark.pod
     metadata = owner.metadata(name)
@@ -114,7 +118,7 @@ def driver_pod(owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str) -> 
             "terminationGracePeriodSeconds": spec.upgrade.stop_timeout_seconds
             + STOP_MARGIN_SECONDS,
             "securityContext": dict(POD_SECURITY),
-            "containers": [_driver_container(owner, spec, epoch)],
+            "containers": [_driver_container(owner, spec, epoch, standby)],
             "volumes": [
                 {
                     "name": pod_settings.SCRATCH_VOLUME,
@@ -149,7 +153,7 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(by_alias=True, exclude_none=True)
 
 
-def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
+def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int, standby: bool) -> Manifest:
     driver = spec.spark.driver
     memory = memory_mib(driver.memory)
     overhead = (
@@ -161,7 +165,9 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int) -> Manifest:
         "image": spec.image,
         "imagePullPolicy": spec.spark.pod.image_pull_policy,
         "command": ["python", "-m", "sluice_job"],
-        "env": driver_env(owner, spec, epoch) + [_dump(e) for e in spec.spark.pod.env],
+        "env": driver_env(owner, spec, epoch)
+        + ([{"name": env_names.STANDBY, "value": "1"}] if standby else [])
+        + [_dump(e) for e in spec.spark.pod.env],
         "envFrom": [_dump(e) for e in spec.spark.pod.env_from],
         "ports": [
             {"name": name, "containerPort": port} for name, port in driver_ports(spec).items()

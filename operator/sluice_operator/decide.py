@@ -13,11 +13,21 @@ returned actions in order. Rules, in the order they are checked:
   anything else → back-off, then restart; Failed after ``maxFailures`` in a row;
 * the driver's node is lost for ``failover.nodeLostSeconds``: start a new driver
   elsewhere first, then remove the old pod object;
-* the spec changed in a field the driver reads: clean stop, then a new driver;
+* the spec changed in a field the driver reads: clean stop, then a new driver; with
+  ``upgrade.mode: WarmHandover`` the new driver starts first as a standby, and only
+  once it is ready is the old one stopped (``_with_standby``, see below);
 * the pod of the driver is not running ``restart.startDeadlineSeconds`` after its
   creation, or the API server refused it: a failure, as an exit is;
 * the driver of a changed spec gave up (or exited 2): run the last good spec again
   (``rollback``).
+
+A warm handover: the standby's epoch is written (``status.standby``) before its pod
+exists; while it starts the running driver goes on; once it reports ready the old
+driver is stopped cleanly and, when it has exited (or its node is lost), the standby
+becomes the current driver (``_promote``). A standby that exits or is not ready within
+``restart.startDeadlineSeconds`` is removed and the upgrade reported failed
+(``UpgradeFailed``); the same spec is not tried again, a changed one is. Epochs are
+never reused: the next is above the current driver's and any standby's.
 
 Every new epoch is written to the status before its pod is created, so an operator
 restarted at any instant resumes from the status alone. The phase comes from
@@ -32,7 +42,7 @@ from datetime import datetime, timedelta
 
 from sluice_api import termination
 from sluice_api.exitcodes import ExitCode
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec, UpgradeMode
 from sluice_operator import builders, changes, naming, reports, rollback, starting
 from sluice_operator.actions import (
     Action,
@@ -55,10 +65,15 @@ from sluice_operator.model import (
     Phase,
     PodView,
     Rollback,
+    Standby,
+    StandbyState,
     Status,
     StopReason,
 )
 
+UPGRADE_FAILED = "UpgradeFailed"
+"""Condition: the standby of a warm handover never became ready (True), or the spec
+changed since and is being tried (False)."""
 SERVICE_ACCOUNT_ALLOWED = "ServiceAccountAllowed"
 """Condition: the ServiceAccount a spec names is one the platform allows."""
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
@@ -105,11 +120,34 @@ def decide(obs: Observed, settings: Settings = DEFAULTS) -> Decision:
     spec = obs.spec
     assert spec is not None
     current = next((p for p in obs.pods if p.name == obs.status.driver_pod), None)
-    actions = _cleanup([p for p in obs.pods if p is not current], obs)
+    settled, kept, told = _settle_standby(obs, spec, current)
+    decision = _decide(settled, spec, current, kept, told, settings)
+    if settled.status != obs.status and not any(
+        isinstance(a, WriteStatus) for a in decision.actions
+    ):  # the standby's record moved on, and nothing else changed
+        decision = replace(decision, actions=(*decision.actions, WriteStatus(settled.status)))
+    return decision
+
+
+def _decide(
+    obs: Observed,
+    spec: PipelineSpec,
+    current: PodView | None,
+    kept: Standby | None,
+    told: list[Action],
+    settings: Settings,
+) -> Decision:
+    standby_pod = next((p for p in obs.pods if kept and p.name == kept.pod), None)
+    others = [p for p in obs.pods if p is not current and p is not standby_pod]
+    actions = [*told, *_cleanup(others, obs)]
     if obs.deleting:
         return _stop(obs, spec, current, StopReason.DELETE, actions, settings)
     if spec.suspend:
         return _stop(obs, spec, current, StopReason.SUSPEND, actions, settings)
+    handing_over = kept is not None and kept.state is StandbyState.READY
+    if handing_over and (current is None or current.terminated or _node_lost(obs, spec, current)):
+        assert kept is not None
+        return _promote(obs, current, kept, actions, settings)
     if current is None:
         return _without_driver(obs, spec, actions, settings)
     if current.terminated:
@@ -307,6 +345,16 @@ def _while_running(
     overdue = starting.overdue(obs, spec, pod)
     if overdue is not None:
         return _count_failure(obs, spec, status, overdue, [*actions, RemovePod(pod.name)], settings)
+    standby = status.standby
+    if standby is not None and standby.live:
+        return _with_standby(obs, spec, pod, standby, actions, settings)
+    warm = spec.upgrade.mode is UpgradeMode.WARM_HANDOVER and pod.phase.value == "Running"
+    if _changed(status, spec) and warm:
+        return _start_standby(obs, spec, pod, actions, settings)
+    if not _changed(status, spec) and _upgrade_failed(status):  # the spec went back
+        reverted = "the spec is the running driver's again"
+        conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecReverted", reverted, obs)
+        status = replace(status, conditions=conditions, message="")
     if _changed(status, spec):
         status = replace(
             status, phase=_after(obs, Seen.SPEC_CHANGED), stop_reason=StopReason.UPGRADE
@@ -319,8 +367,220 @@ def _while_running(
     return _steady(obs, status, pod, actions, settings)
 
 
+# -- warm handover -----------------------------------------------------------------
+
+
+def _settle_standby(
+    obs: Observed, spec: PipelineSpec, current: PodView | None
+) -> tuple[Observed, Standby | None, list[Action]]:
+    """The standby ``status.standby`` names, if it is still wanted: ``obs`` with its
+    record moved on when it is not (cancelled, or failed during the handover; its pod
+    is then one of the others ``_cleanup`` stops), and what to tell."""
+    standby = obs.status.standby
+    if standby is None or not standby.live:
+        return obs, None, []
+    pod = next((p for p in obs.pods if p.name == standby.pod), None)
+    alive = current is not None and not current.terminated
+    why = ""
+    if obs.deleting or spec.suspend:
+        why = "the pipeline is being deleted" if obs.deleting else "the pipeline is suspended"
+    elif standby.state is StandbyState.READY:
+        if pod is None or pod.terminated or pod.deleting:
+            return _failed_standby(obs, standby, pod, "it ended during the handover")
+        return obs, standby, []
+    elif spec.upgrade.mode is not UpgradeMode.WARM_HANDOVER:
+        why = "spec.upgrade.mode is no longer WarmHandover"
+    elif standby.spec_hash != changes.spec_hash(spec):
+        why = "the spec changed again"
+    elif not alive:
+        why = "the running driver ended before the standby was ready"
+    if not why:
+        return obs, standby, []
+    cancelled = replace(standby, state=StandbyState.CANCELLED, message=why)
+    told = Emit("Normal", "StandbyCancelled", f"standby {standby.pod} cancelled: {why}")
+    return replace(obs, status=replace(obs.status, standby=cancelled)), None, [told]
+
+
+def _failed_standby(
+    obs: Observed, standby: Standby, pod: PodView | None, why: str
+) -> tuple[Observed, None, list[Action]]:
+    """The upgrade failed: the standby is removed, the running driver goes on, and the
+    status says why (``UpgradeFailed``) until the spec changes again."""
+    message = termination.parse(pod.message) if pod is not None else None
+    detail = (message.message if message else "") or (pod.message if pod else "")
+    code = f" exited {pod.exit_code}" if pod is not None and pod.exit_code is not None else ""
+    text = f"upgrade to {standby.image} failed: standby {standby.pod}{code}: {why}"
+    if detail:
+        text += f": {detail}"
+    status = obs.status
+    running = status.driver_pod or "the running driver"
+    status = replace(
+        status,
+        standby=replace(standby, state=StandbyState.FAILED, message=text),
+        message=text,
+        conditions=set_condition(status, UPGRADE_FAILED, "True", "StandbyNotReady", text, obs),
+    )
+    told: list[Action] = [Emit("Warning", UPGRADE_FAILED, f"{text}; {running} keeps running")]
+    if pod is not None:
+        told.append(RemovePod(pod.name))
+    return replace(obs, status=status), None, told
+
+
+def _start_standby(
+    obs: Observed, spec: PipelineSpec, pod: PodView, actions: list[Action], settings: Settings
+) -> Decision:
+    """Write the standby's epoch ahead, then create its pod; the running driver goes
+    on. A spec whose standby failed is not tried again (the failure stays reported)."""
+    status, digest = obs.status, changes.spec_hash(spec)
+    previous = status.standby
+    failed = previous is not None and previous.state is StandbyState.FAILED
+    if failed and previous is not None and previous.spec_hash == digest:
+        return _steady(obs, status, pod, actions, settings)
+    refused = _refusal(obs, spec, settings)
+    if refused is not None:
+        return _wait_for_consent(obs, status, actions, settings, refused)
+    epoch = status.highest_epoch + 1
+    standby = Standby(
+        naming.driver_pod(obs.name, epoch), epoch, digest, spec.image, StandbyState.STARTING
+    )
+    # Both drivers' executors are admitted while both run (the standby starts its own).
+    allowed = {*(status.executor_secrets or ()), *(_executor_secrets(obs, spec) or ())}
+    status = replace(
+        status,
+        standby=standby,
+        observed_generation=obs.generation,
+        executor_secrets=tuple(sorted(allowed)) if allowed else None,
+    )
+    if any(c.get("type") == UPGRADE_FAILED for c in status.conditions):
+        retrying = f"trying {spec.image} (standby {standby.pod})"
+        conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecChanged", retrying, obs)
+        status = replace(status, conditions=conditions, message="")
+    owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+    said = (
+        f"spec changed: {standby.pod} (epoch {epoch}, {spec.image}) starts in standby; "
+        f"{pod.name} runs until it is ready"
+    )
+    return Decision(
+        (
+            *actions,
+            WriteStatus(with_ready(status, obs)),
+            EnsureObjects(tuple(builders.supporting(owner, spec, settings.driver_cluster_role))),
+            CreatePod(builders.driver_pod(owner, spec, epoch, digest, standby=True)),
+            Emit("Normal", "StandbyCreated", said),
+        ),
+        settings.requeue_seconds,
+    )
+
+
+def _with_standby(
+    obs: Observed,
+    spec: PipelineSpec,
+    pod: PodView,
+    standby: Standby,
+    actions: list[Action],
+    settings: Settings,
+) -> Decision:
+    """The running driver ``pod`` and its standby: wait for the standby to be ready,
+    then stop ``pod`` cleanly; a standby that ends or is late fails the upgrade."""
+    status = obs.status
+    spare = next((p for p in obs.pods if p.name == standby.pod), None)
+    if standby.state is StandbyState.READY:
+        status = replace(
+            status, phase=_after(obs, Seen.UPGRADE_STOPPING), stop_reason=StopReason.UPGRADE
+        )
+        actions.append(StopPod(pod.name))
+        return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
+    if spare is None:  # written ahead, never created (an operator restarted in between)
+        owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+        manifest = builders.driver_pod(owner, spec, standby.epoch, standby.spec_hash, standby=True)
+        actions.append(CreatePod(manifest))
+        return _steady(obs, status, pod, actions, settings, settings.requeue_seconds)
+    late = _standby_late(obs, spec, spare)
+    if spare.terminated or late:
+        why = late or "it exited before it was ready"
+        failed, _, told = _failed_standby(obs, standby, spare, why)
+        return _steady(obs, failed.status, pod, [*actions, *told], settings)
+    report = obs.standby_progress
+    if report is None or report.epoch != standby.epoch or not report.standby_ready:
+        return _steady(obs, status, pod, actions, settings, settings.requeue_seconds)
+    status = replace(
+        status,
+        standby=replace(standby, state=StandbyState.READY),
+        phase=_after(obs, Seen.SPEC_CHANGED),
+        stop_reason=StopReason.UPGRADE,
+    )
+    actions += [
+        StopPod(pod.name),
+        Emit(
+            "Normal",
+            "HandingOver",
+            f"standby {standby.pod} is ready: stopping {pod.name} cleanly; the standby "
+            "claims the pipeline once it has released",
+        ),
+    ]
+    return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
+
+
+def _upgrade_failed(status: Status) -> bool:
+    return any(
+        c.get("type") == UPGRADE_FAILED and c.get("status") == "True" for c in status.conditions
+    )
+
+
+def _standby_late(obs: Observed, spec: PipelineSpec, pod: PodView) -> str | None:
+    if pod.created_at is None or pod.deleting:
+        return None
+    deadline = spec.restart.start_deadline_seconds
+    if (obs.now - pod.created_at).total_seconds() < deadline:
+        return None
+    waiting = f" ({pod.waiting}: {pod.waiting_message})" if pod.waiting else ""
+    return f"not ready within restart.startDeadlineSeconds={deadline}s{waiting}"
+
+
+def _promote(
+    obs: Observed,
+    current: PodView | None,
+    standby: Standby,
+    actions: list[Action],
+    settings: Settings,
+) -> Decision:
+    """The old driver has exited (or its node is lost): the standby, which claims the
+    pipeline once it is released (or fences it after the stop timeout), is current."""
+    status = obs.status
+    before = "its predecessor"
+    if current is not None:
+        before = current.name
+        if current.terminated:
+            status = _note_exit(status, current)
+            before += f", which exited {current.exit_code}"
+        actions.append(RemovePod(current.name))
+    status = replace(
+        status,
+        phase=_after(obs, Seen.STOPPED_FOR_UPGRADE),
+        epoch=standby.epoch,
+        driver_pod=standby.pod,
+        image=standby.image,
+        spec_hash=standby.spec_hash,
+        stop_reason=None,
+        next_start_at=None,
+        standby=None,
+        observed_generation=obs.generation,
+    )
+    status = _new_spec_runs(obs, status)
+    if obs.spec is not None and changes.spec_hash(obs.spec) == standby.spec_hash:
+        status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
+    said = f"{standby.pod} (epoch {standby.epoch}, {standby.image}) takes over from {before}"
+    actions.append(Emit("Normal", "HandedOver", said))
+    return Decision((*actions, WriteStatus(with_ready(status, obs))), settings.requeue_seconds)
+
+
 def _steady(
-    obs: Observed, status: Status, pod: PodView, actions: list[Action], settings: Settings
+    obs: Observed,
+    status: Status,
+    pod: PodView,
+    actions: list[Action],
+    settings: Settings,
+    requeue_at_most: float | None = None,
 ) -> Decision:
     running = pod.phase.value == "Running"
     phase = _after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
@@ -354,6 +614,8 @@ def _steady(
     node_wait = _until_node_lost(obs, pod)
     if node_wait is not None:
         requeue = min(requeue, node_wait)
+    if requeue_at_most is not None:
+        requeue = min(requeue, requeue_at_most)
     return Decision((*actions, *_write(obs, status)), requeue)
 
 
@@ -395,14 +657,15 @@ def _start(
             status = replace(
                 status, conditions=set_condition(status, kind, "True", reason, message, obs)
             )
-    epoch = max(status.epoch, epoch_floor) + 1
+    epoch = max(status.highest_epoch, epoch_floor) + 1
     digest = changes.spec_hash(spec)
-    if status.rolled_back is not None and not obs.rolling_back:  # a new spec replaced it
+    status = _new_spec_runs(obs, status)
+    if status.standby is not None and status.standby.live:  # a new driver instead of it
+        actions = [*actions, StopPod(status.standby.pod)]
         status = replace(
             status,
-            rolled_back=None,
-            conditions=set_condition(
-                status, rollback.ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
+            standby=replace(
+                status.standby, state=StandbyState.CANCELLED, message="a new driver started"
             ),
         )
     owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
@@ -428,6 +691,19 @@ def _start(
             Emit("Normal", "DriverCreated", f"{status.driver_pod} (epoch {epoch}, {spec.image})"),
         ),
         settings.requeue_seconds,
+    )
+
+
+def _new_spec_runs(obs: Observed, status: Status) -> Status:
+    """A rolled-back upgrade is over once a new spec's driver starts."""
+    if status.rolled_back is None or obs.rolling_back:
+        return status
+    return replace(
+        status,
+        rolled_back=None,
+        conditions=set_condition(
+            status, rollback.ROLLED_BACK, "False", "SpecChanged", "the spec changed since", obs
+        ),
     )
 
 

@@ -35,7 +35,8 @@ EVENTS: Final = Counter(
 )
 UPGRADE_SECONDS: Final = Histogram(
     "sluice_operator_upgrade_duration_seconds",
-    "From the clean stop of the old driver to the new driver running.",
+    "From the clean stop of the old driver (a warm handover: the standby's creation) to the "
+    "new driver running.",
     buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
 )
 
@@ -100,8 +101,10 @@ def _transition(key: str, reason: str) -> None:
     _series(key)
     PIPELINE_TRANSITIONS.labels(key, reason).inc()
     _reasons[key].add(reason)
-    if reason == "Upgrading":
+    if reason in ("Upgrading", "StandbyCreated"):  # a clean stop's, a warm handover's
         _upgrade_started[key] = time.monotonic()
+    if reason == "UpgradeFailed":  # the old driver goes on: no upgrade to time
+        _upgrade_started.pop(key, None)
     if reason == "Running" and key in _upgrade_started:
         UPGRADE_SECONDS.observe(time.monotonic() - _upgrade_started.pop(key))
 

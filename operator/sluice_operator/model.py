@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
-from sluice_api.status import Phase, StopReason
+from sluice_api.status import Phase, StandbyState, StopReason
 from sluice_operator.progress import DriverProgress
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "PodPhase",
     "PodView",
     "Rollback",
+    "Standby",
+    "StandbyState",
     "Status",
     "StopReason",
 ]
@@ -118,6 +120,23 @@ class Rollback:
 
 
 @dataclass(frozen=True)
+class Standby:
+    """The standby driver of a warm handover (``status.standby``)."""
+
+    pod: str
+    epoch: int
+    spec_hash: str
+    image: str
+    state: StandbyState
+    message: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Starting or Ready: its pod is the pipeline's, not an older one to clean up."""
+        return self.state in (StandbyState.STARTING, StandbyState.READY)
+
+
+@dataclass(frozen=True)
 class Status:
     """``status`` of a StreamingPipeline; the operator's write-ahead log."""
 
@@ -143,6 +162,12 @@ class Status:
     executor_secrets: tuple[str, ...] | None = None
     """The Secrets the current driver's executor pods may name (``builders.executor_secrets``);
     the chart's admission policy reads them here. ``None`` without executors."""
+    standby: Standby | None = None
+
+    @property
+    def highest_epoch(self) -> int:
+        """The highest epoch handed out: the current driver's, or a standby's above it."""
+        return max(self.epoch, self.standby.epoch if self.standby else 0)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> Status:
@@ -173,6 +198,7 @@ class Status:
                 if raw.get("executorSecrets") is not None
                 else None
             ),
+            standby=_standby(raw.get("standby")),
         )
 
     def to_patch(self) -> dict[str, Any]:
@@ -219,6 +245,18 @@ class Status:
             "executorSecrets": (
                 list(self.executor_secrets) if self.executor_secrets is not None else None
             ),
+            "standby": (
+                {
+                    "pod": self.standby.pod,
+                    "epoch": self.standby.epoch,
+                    "specHash": self.standby.spec_hash,
+                    "image": self.standby.image,
+                    "state": self.standby.state.value,
+                    "message": self.standby.message,
+                }
+                if self.standby
+                else None
+            ),
         }
 
 
@@ -226,6 +264,19 @@ def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
     if not raw:
         return None
     return GoodSpec(str(raw["specHash"]), str(raw["image"]), str(raw["spec"]))
+
+
+def _standby(raw: Mapping[str, Any] | None) -> Standby | None:
+    if not raw:
+        return None
+    return Standby(
+        str(raw["pod"]),
+        int(raw["epoch"]),
+        str(raw["specHash"]),
+        str(raw["image"]),
+        StandbyState(raw["state"]),
+        str(raw.get("message") or ""),
+    )
 
 
 def _applied_reset(raw: Mapping[str, Any] | None) -> AppliedReset | None:
@@ -260,6 +311,8 @@ class Observed:
     """What the current driver reports about its commits (its /metrics), if read."""
     rolling_back: bool = False
     """``spec`` is the last good spec, run instead of a failed upgrade (``decide``)."""
+    standby_progress: DriverProgress | None = None
+    """What the standby of a warm handover reports (its /metrics), while it starts."""
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     only while no driver runs (the only time a pod may be created)."""

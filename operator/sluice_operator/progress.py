@@ -59,6 +59,8 @@ class DriverProgress:
     """Records retention deleted before they were read, per ``topic/partition``."""
     resets: tuple[OffsetReset, ...] = ()
     """Partitions whose checkpoint was beyond their end (a recreated topic)."""
+    standby_ready: bool = False
+    """A standby (warm handover) says it is ready to take over."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
                 resets.setdefault(where, {})[sample.name] = int(sample.value)
             elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
                 unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
-            elif sample.name in (BATCH, COMMITTED_AT, EPOCH):
+            elif sample.name in (BATCH, COMMITTED_AT, EPOCH, names.STANDBY_READY):
                 values[sample.name] = sample.value
     epoch = values.get(EPOCH)
     if not epoch:
@@ -120,6 +122,7 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         unavailable=tuple(sorted(unavailable)),
         lost=tuple(sorted(lost.items())),
         resets=tuple(_reset(where, values) for where, values in sorted(resets.items())),
+        standby_ready=values.get(names.STANDBY_READY) == 1,
     )
 
 

@@ -23,12 +23,20 @@ from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
-from sluice_operator import builders, consent, metrics, progress
+from sluice_operator import builders, changes, consent, metrics, progress
 from sluice_operator.actions import CreatePod, Decision, WriteStatus
+from sluice_operator.changes import Change
 from sluice_operator.consent import Label
 from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
 from sluice_operator.kube import Kube
-from sluice_operator.model import NodeView, Observed, PodPhase, PodView, Status
+from sluice_operator.model import (
+    NodeView,
+    Observed,
+    PodPhase,
+    PodView,
+    StandbyState,
+    Status,
+)
 from sluice_operator.progress import DriverProgress
 from sluice_operator.watched import Watched
 
@@ -123,7 +131,14 @@ def observe(
     status = Status.parse(body.get("status"))
     pods, nodes = _drivers(kube, namespace, name, status, watched)
     current = next((p for p in pods if p.name == status.driver_pod), None)
-    may_start = current is None or current.terminated
+    standby = status.standby
+    standby_pod = (
+        next((p for p in pods if p.name == standby.pod), None)
+        if standby is not None and standby.state is StandbyState.STARTING
+        else None
+    )
+    upgrading = spec is not None and changes.classify(status.spec_hash, spec) is Change.RESTART
+    may_start = current is None or current.terminated or upgrading
     refusals: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     if spec is not None and may_start:
         refusals = _secret_refusals(kube, namespace, spec, secret_label, require_endpoints)
@@ -141,6 +156,7 @@ def observe(
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},
         progress=_progress(f"{namespace}/{name}", current),
+        standby_progress=_progress(f"{namespace}/{name}", standby_pod),
         secret_refusals=refusals[0],
         endpoint_refusals=refusals[1],
     )
@@ -166,8 +182,10 @@ def _drivers(
 ) -> tuple[tuple[PodView, ...], dict[str, NodeView]]:
     """Driver pods and their nodes: from the watches, unless they have not seen the
     pod the status names yet (just created), then from the API, as without watches."""
-    if watched is None or (
-        status.driver_pod is not None and all(p.name != status.driver_pod for p in watched.pods)
+    live = status.standby is not None and status.standby.live
+    named = [status.driver_pod, status.standby.pod if status.standby and live else None]
+    if watched is None or any(
+        pod is not None and all(p.name != pod for p in watched.pods) for pod in named
     ):
         pods = kube.driver_pods(namespace, name)
         return pods, kube.nodes(p.node for p in pods if p.node)

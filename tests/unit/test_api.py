@@ -14,7 +14,16 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.status import Phase, PipelineStatus, StopReason
 from sluice_api.termination import Termination
 from sluice_dev.paths import REPO_ROOT
-from sluice_operator.model import AppliedReset, GoodSpec, Lag, LastCommit, Rollback, Status
+from sluice_operator.model import (
+    AppliedReset,
+    GoodSpec,
+    Lag,
+    LastCommit,
+    Rollback,
+    Standby,
+    StandbyState,
+    Status,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -100,6 +109,7 @@ def test_every_status_field_the_operator_writes_is_in_the_status_model() -> None
         rolled_back=Rollback("job:v0", "abc", "3 failures", "2026-11-24T01:00:00+00:00"),
         offset_reset=AppliedReset("r1", "Earliest", 3, "2026-11-24T01:00:00+00:00"),
         executor_secrets=("p-spark-auth",),
+        standby=Standby("p-driver-4", 4, "abd", "job:v3", StandbyState.READY, ""),
     ).to_patch()
     assert set(written) == status.wire_fields()
     model = PipelineStatus.model_validate(written)

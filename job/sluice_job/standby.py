@@ -1,0 +1,277 @@
+"""A driver started as the standby of a warm handover (``spec.upgrade.mode:
+WarmHandover``), up to the moment it claims its epoch.
+
+Why it exists: a clean-stop upgrade stops the old driver, then starts the new one, so
+the pipeline waits for a JVM, a SparkSession and its connections. A standby does all
+that while the old driver still runs, and only then takes over: the fencing of the
+checkpoint store makes two drivers at once safe, since the standby cannot commit
+before it holds the epoch, and it claims only once the old one is done.
+
+Before the claim, the standby (``SLUICE_STANDBY=1``, set by the operator):
+
+1. has started Spark and reached Kafka and the stores (``driver`` did so already);
+2. checks the transform on an empty frame of the source's schema (:func:`check`): it
+   is called, its rejects' shape and determinism checked as for a batch, and its
+   output goes through the sink's write, which checks its columns against the table
+   and writes no row; this also warms the write path, whose first run in a new JVM
+   costs far more than a batch (Python workers, imports, the sink's connections);
+   then it reads the last committed record of each partition again and transforms
+   it, writing nothing (:func:`warm_read`), which warms Spark's Kafka consumers;
+3. says it is ready: ``sluice_standby_ready`` 1 on its ``/metrics`` (the operator reads
+   it, as it reads a running driver's progress, and then stops the old driver
+   cleanly);
+4. waits, without claiming, planning or writing, until the checkpoint row says the
+   previous epoch released the pipeline (a poll every :data:`POLL_SECONDS`), or until
+   ``upgrade.stopTimeoutSeconds`` have passed since it became ready: then it claims
+   anyway and so fences the old driver, whose batch in flight (planned, not committed)
+   it runs again as planned (:func:`turn` decides, a pure function).
+
+A standby asked to stop (SIGTERM) before its turn leaves without claiming. A check
+that fails ends it with exit 2 (``TransformCheckFailed``): the operator reports the
+upgrade failed and the old driver goes on. Once it runs, :class:`HandoverGap` records
+the handover gap: from the previous epoch's last commit to this driver's first, a
+metric (``sluice_handover_gap_seconds``) and a log line; the batch history holds both
+commits (their ``epoch`` and ``committed_at``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sluice_job import keys, logs, metrics, outages, reader, transform
+from sluice_job.checkpoint import Checkpoint
+from sluice_job.execute import Sink
+from sluice_job.offsets import OffsetRange, TopicPartition
+from sluice_job.ports import Committed, NoObserver
+from sluice_job.reader import KAFKA_RECORD
+from sluice_job.transform import TransformFn
+
+POLL_SECONDS: Final = 0.1
+"""How often a ready standby reads the checkpoint row for the previous epoch's release."""
+
+
+class StandbyCheckError(ValueError):
+    """The transform fails on an empty batch of the source's schema (exit 2)."""
+
+
+class Turn(StrEnum):
+    WAIT = "wait"
+    CLAIM = "claim"
+    """The pipeline is free: released by the previous epoch, never held, or already
+    held by an epoch as new as this one (the claim then says fenced)."""
+    FENCE = "fence"
+    """The previous driver did not release within the stop timeout: claim anyway."""
+
+
+def turn(checkpoint: Checkpoint, epoch: int, waited: float, timeout: float) -> Turn:
+    """Whether a ready standby of ``epoch`` may claim, having waited ``waited`` seconds."""
+    if checkpoint.owner is None or checkpoint.epoch >= epoch or checkpoint.released:
+        return Turn.CLAIM
+    if waited >= timeout:
+        return Turn.FENCE
+    return Turn.WAIT
+
+
+def empty_records(spark: SparkSession) -> DataFrame:
+    """No records, with the columns a batch's records have (``reader.read``), in one
+    empty partition per task slot. Made from an RDD, not a local relation: Spark's
+    optimizer cannot tell it is empty, so every stage of a plan over it runs."""
+    slots = max(1, spark.sparkContext.defaultParallelism)
+    frame = spark.createDataFrame(spark.sparkContext.parallelize([], slots), KAFKA_RECORD)
+    frame = frame.withColumn(reader.BATCH_ID_COLUMN, F.lit(0).cast("long"))
+    return frame.withColumn(keys.POSITION, keys.position())
+
+
+def check(
+    records: DataFrame,
+    function: TransformFn,
+    options: Mapping[str, Any],
+    sink: Sink | None,
+) -> None:
+    """Run the transform on ``records`` (empty) as a batch would, and its output
+    through ``sink``'s write: no row is written, but the sink checks the output's
+    columns against its table and the write path warms up (Spark's Python workers
+    start, import the sink and open its connections, which they keep for the first
+    batch). Adaptive execution is off meanwhile: it would skip every stage after an
+    empty shuffle, and with them the warming. Raises :class:`StandbyCheckError`
+    naming what failed."""
+    try:
+        with _every_stage(records.sparkSession):
+            result = transform.apply(function, records, options)
+            written = sink.write(result.output, 0) if sink is not None else result.output.count()
+            if result.rejects is not None:
+                result.rejects.count()
+    except Exception as err:  # the user's code: any failure fails the check
+        raise StandbyCheckError(
+            f"the transform fails on an empty batch of the source's schema: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    if written:
+        raise StandbyCheckError(f"an empty batch gave {written} rows: the transform makes rows")
+
+
+@contextlib.contextmanager
+def _every_stage(spark: SparkSession) -> Iterator[None]:
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before if before is not None else "true")
+
+
+def warm_read(
+    spark: SparkSession,
+    kafka_config: Mapping[str, str],
+    positions: Mapping[TopicPartition, int],
+    function: TransformFn,
+    options: Mapping[str, Any],
+) -> int:
+    """Read the last committed record of each partition again and run the transform
+    over them, writing nothing: Spark's Kafka consumers (pooled per group id and
+    partition, so the first batch takes them over) and the transform's code paths are
+    then warm. Best effort: returns the records read, 0 when nothing could be (say,
+    retention deleted them); never raises."""
+    ranges = [OffsetRange(tp, end - 1, end) for tp, end in sorted(positions.items()) if end > 0]
+    if not ranges:
+        return 0
+    try:
+        records = reader.read(spark, kafka_config, ranges, 0)
+        result = transform.apply(function, records, options)
+        result.output.count()
+        return len(ranges)
+    except Exception as err:  # a warm-up only: the first batch pays instead
+        logs.event("standby warm-up read skipped", level=30, message=str(err)[:500])
+        return 0
+
+
+class CheckpointReader(Protocol):
+    def load(self, *, serial: bool = False) -> Checkpoint: ...
+
+
+@dataclass(frozen=True)
+class Predecessor:
+    """The driver this standby takes over from, as the checkpoint row showed it."""
+
+    epoch: int
+    batch_id: int
+    committed_at: datetime | None
+    """When it committed ``batch_id`` (the batch history), if known."""
+    turn: Turn
+
+
+def wait_for_turn(
+    store: CheckpointReader,
+    epoch: int,
+    stop: threading.Event,
+    timeout: float,
+    *,
+    last_commit: Callable[[int], datetime | None] = lambda _batch_id: None,
+    clock: Callable[[], float] = time.monotonic,
+    poll: float = POLL_SECONDS,
+) -> Predecessor | None:
+    """Read the checkpoint row every ``poll`` seconds until it is this standby's turn
+    (:func:`turn`); ``None`` if ``stop`` is set first. A read that fails (Cassandra
+    away) is tried again at the next poll: the standby holds nothing yet."""
+    since = clock()
+    while not stop.is_set():
+        try:
+            checkpoint = store.load()
+        except Exception as err:
+            if outages.dependency_of(err) is None:
+                raise
+            stop.wait(poll)
+            continue
+        decided = turn(checkpoint, epoch, clock() - since, timeout)
+        if decided is not Turn.WAIT:
+            return Predecessor(
+                checkpoint.epoch, checkpoint.batch_id, last_commit(checkpoint.batch_id), decided
+            )
+        stop.wait(poll)
+    return None
+
+
+def take_over(
+    *,
+    pipeline: str,
+    epoch: int,
+    spark: SparkSession,
+    function: TransformFn,
+    options: Mapping[str, Any],
+    sink: Sink | None,
+    kafka_config: Mapping[str, str],
+    store: CheckpointReader,
+    last_commit: Callable[[int], datetime | None],
+    stop: threading.Event,
+    timeout: float,
+) -> HandoverGap | None:
+    """Check, say ready, wait for the turn; the observer recording the handover gap,
+    or ``None`` when asked to stop before the turn came (nothing was claimed)."""
+    started = time.monotonic()
+    check(empty_records(spark), function, options, sink)
+    warmed = warm_read(spark, kafka_config, store.load().positions, function, options)
+    metrics.STANDBY_READY.labels(pipeline).set(1)
+    seconds = round(time.monotonic() - started, 3)
+    logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)
+    predecessor = wait_for_turn(store, epoch, stop, timeout, last_commit=last_commit)
+    if predecessor is None:
+        logs.event("standby stopped before its turn: nothing claimed", epoch=epoch)
+        return None
+    logs.event(
+        "standby takes over"
+        if predecessor.turn is not Turn.FENCE
+        else "standby takes over: the previous driver did not release in time, fencing it",
+        level=20 if predecessor.turn is not Turn.FENCE else 30,
+        epoch=epoch,
+        previous_epoch=predecessor.epoch,
+        batch_id=predecessor.batch_id,
+    )
+    return HandoverGap(pipeline, epoch, predecessor)
+
+
+def wait_only(
+    pipeline: str, epoch: int, store: CheckpointReader, stop: threading.Event, timeout: float
+) -> bool:
+    """A standby of a Pub/Sub pipeline: ready once started (the transform is not
+    checked: its records have another schema), then its turn as above; whether it came
+    (``False``: asked to stop first)."""
+    metrics.STANDBY_READY.labels(pipeline).set(1)
+    logs.event("standby ready", epoch=epoch, checked=False)
+    return wait_for_turn(store, epoch, stop, timeout) is not None
+
+
+@dataclass
+class HandoverGap(NoObserver):
+    """Tells the gap between the previous epoch's last commit and this driver's first."""
+
+    pipeline: str
+    epoch: int
+    predecessor: Predecessor
+    wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    gap: float | None = None
+
+    def committed(self, done: Committed) -> None:
+        if self.gap is not None or self.predecessor.committed_at is None:
+            return
+        self.gap = (self.wall() - self.predecessor.committed_at).total_seconds()
+        metrics.HANDOVER_GAP.labels(self.pipeline).set(self.gap)
+        logs.event(
+            "handover gap",
+            gap_s=round(self.gap, 3),
+            previous_epoch=self.predecessor.epoch,
+            previous_batch_id=self.predecessor.batch_id,
+            epoch=self.epoch,
+            batch_id=done.batch.batch_id,
+            fenced=self.predecessor.turn is Turn.FENCE,
+        )
