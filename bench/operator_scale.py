@@ -21,6 +21,7 @@ printed as ratios, never asserted; results go to ``bench/results/operator-<stamp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -37,7 +38,8 @@ from typing import Any
 from kubernetes import client, config, watch
 
 from sluice_api import names
-from sluice_dev import audit
+from sluice_dev import audit, localcluster
+from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import kube, nodeagent
 from sluice_dev.stack import up
@@ -243,18 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = Layout.from_env()
     up(layout, [kube.APISERVER, kube.CONTROLLER_MANAGER, kube.SCHEDULER, nodeagent.NAME])
     nodeagent.register_image(layout, STANDIN_IMAGE, STANDIN_ROOT)
-    kubectl = [str(kube.kubectl(layout)), f"--kubeconfig={layout.kubeconfig}"]
-    crd = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
-    subprocess.run(
-        [*kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(crd)],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{PLURAL}.{GROUP}"],
-        check=True,
-        capture_output=True,
-    )
+    kubectl = Kubectl(layout)
+    localcluster.install_crd(kubectl)
     config.load_kube_config(config_file=str(layout.kubeconfig))  # type: ignore[no-untyped-call]
     namespace = f"bench-operator-{int(time.time())}"
     core, custom = client.CoreV1Api(), client.CustomObjectsApi()
@@ -340,9 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         watcher.stop()
         operator.terminate()
         operator.wait(30)
-        subprocess.run(
-            [*kubectl, "delete", "namespace", namespace, "--wait=false"], capture_output=True
-        )
+        with contextlib.suppress(KubectlError):
+            kubectl("delete", "namespace", namespace, "--wait=false")
     text = report(phases, args.pipelines)
     print(text)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -31,9 +31,23 @@ CHART: Final = REPO_ROOT / "charts" / "sluice"
 OPERATOR_START_TIMEOUT: Final = 120.0
 
 
-def install_crd(kubectl: Kubectl) -> None:
+CRD_NAME: Final = "streamingpipelines.sluice.dev"
+
+
+def install_crd(kubectl: Kubectl, *, timeout: float = 60.0, poll: float = 0.2) -> None:
+    """Apply the CRD and wait until the API server serves it (``Established``). Read,
+    not ``kubectl wait``: a CRD just created may show ``status.conditions: null``, on
+    which ``kubectl wait`` fails instead of waiting."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl("wait", "--for=condition=Established", "crd/streamingpipelines.sluice.dev")
+    deadline = time.monotonic() + timeout
+    while True:
+        crd = json.loads(kubectl("get", "crd", CRD_NAME, "-o", "json"))
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"crd/{CRD_NAME} not Established within {timeout:.0f}s")
+        time.sleep(poll)
 
 
 def operator_for(
