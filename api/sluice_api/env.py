@@ -17,7 +17,12 @@ EPOCH: Final = "SLUICE_EPOCH"
 STANDBY: Final = "SLUICE_STANDBY"
 """``1``: start as a standby (``spec.upgrade.mode: WarmHandover``): get ready, say so
 (``sluice_standby_ready``), then claim the epoch only once the previous driver has
-released the checkpoint (or its stop timeout has passed)."""
+released the checkpoint (or its stop timeout has passed). ``hot``: a hot standby
+(``spec.standby: 1``): get ready, keep warm, and claim only when promoted (a request
+on the control port, ``promotion``)."""
+STANDBY_HOT: Final = "hot"
+CONTROL_PORT: Final = "SLUICE_CONTROL_PORT"
+"""Where a standby takes its promotion (``promotion``), on the pod's address."""
 CODE_VERSION: Final = "SLUICE_CODE_VERSION"
 METRICS_PORT: Final = "SLUICE_METRICS_PORT"
 POD_IP: Final = "POD_IP"

@@ -1075,6 +1075,19 @@ class PipelineSpec(Model):
         default_factory=Upgrade, description="How a spec change replaces the driver."
     )
     failover: Failover = Field(default_factory=Failover, description="Node-loss failover.")
+    standby: int = Field(
+        default=0,
+        ge=0,
+        le=1,
+        description=(
+            "Hot standbys (0 or 1). With 1, a second driver of the running spec is started "
+            "and kept ready (Spark, Kafka, the stores, the transform checked and kept warm), "
+            "preferably on another node; it never plans or writes. When the driver's pod "
+            "fails, is deleted or its node is lost, the operator promotes the standby (a new "
+            "epoch, fencing the old driver) instead of starting a pod from nothing, then "
+            "starts a new standby. Costs a second driver's memory and a little CPU."
+        ),
+    )
     restart: Restart = Field(default_factory=Restart, description="Restart backoff.")
     suspend: bool = Field(default=False, description="Stop the driver cleanly and stay stopped.")
     restart_nonce: str = Field(

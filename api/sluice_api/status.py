@@ -114,8 +114,16 @@ class StandbyState(StrEnum):
     CANCELLED = "Cancelled"
 
 
+class StandbyPurpose(StrEnum):
+    UPGRADE = "Upgrade"
+    """The new spec's driver of a warm handover (spec.upgrade.mode: WarmHandover)."""
+    FAILOVER = "Failover"
+    """A hot standby of the running spec (spec.standby: 1), promoted when the driver fails."""
+
+
 class Standby(_Model):
-    """A driver started in standby for a warm handover (spec.upgrade.mode: WarmHandover)."""
+    """A driver started in standby: the new spec's of a warm handover
+    (spec.upgrade.mode: WarmHandover), or a hot standby for failover (spec.standby: 1)."""
 
     pod: str = Field(description="Name of the standby's pod.")
     epoch: int = Field(ge=1, description="The epoch it claims when it takes over.")
@@ -130,6 +138,20 @@ class Standby(_Model):
         )
     )
     message: str | None = Field(default=None, description="Why it failed or was cancelled.")
+    purpose: StandbyPurpose = Field(
+        default=StandbyPurpose.UPGRADE,
+        description=(
+            "Upgrade (the new spec's driver, taking over once ready) or Failover (a hot "
+            "standby of the running spec, promoted when the driver fails, is deleted or "
+            "its node is lost)."
+        ),
+    )
+    failures: int = Field(
+        default=0, ge=0, description="Failover standbys that failed in a row (restart backoff)."
+    )
+    since: str | None = Field(
+        default=None, description="When it entered its state (RFC 3339): the backoff's start."
+    )
 
 
 class Condition(_Model):
@@ -226,7 +248,9 @@ class PipelineStatus(_Model):
     )
     standby: Standby | None = Field(
         default=None,
-        description="The standby driver of a warm handover, or the last one's outcome.",
+        description=(
+            "The standby driver (warm handover or hot standby), or the last one's outcome."
+        ),
     )
     conditions: list[Condition] | None = Field(
         default=None, description="Current conditions of the pipeline, one per type."

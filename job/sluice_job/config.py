@@ -46,8 +46,14 @@ class DriverConfig:
     """The address metrics are served on: the pod's own (``POD_IP``, which the
     operator sets), not every address; empty (outside a pod): every address."""
     standby: bool = False
-    """Started as the standby of a warm handover (``SLUICE_STANDBY=1``): get ready,
-    then claim only once the previous driver released the pipeline (``standby``)."""
+    """Started as a standby (``SLUICE_STANDBY``): the new spec's of a warm handover
+    (``1``: get ready, then claim once the previous driver released the pipeline) or
+    a hot one (``hot``, :attr:`hot`)."""
+    hot: bool = False
+    """A hot standby (``SLUICE_STANDBY=hot``, ``spec.standby: 1``): get ready, keep
+    warm, claim only when the operator promotes it (``hot_standby``)."""
+    control_port: int | None = None
+    """Where a standby takes its promotion (``SLUICE_CONTROL_PORT``)."""
 
     @property
     def pipeline_id(self) -> str:
@@ -73,6 +79,12 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         spec = PipelineSpec.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(describe(err)) from None
+    hot = env.get(names.STANDBY, "") == names.STANDBY_HOT
+    if hot and not env.get(names.CONTROL_PORT):
+        raise ConfigError(
+            f"{names.STANDBY}={names.STANDBY_HOT}: a hot standby needs {names.CONTROL_PORT}, "
+            "where the operator promotes it"
+        )
     return DriverConfig(
         pipeline=_name(env, names.PIPELINE),
         namespace=_name(env, names.NAMESPACE, default="default"),
@@ -84,7 +96,9 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         metrics_port=_optional_port(env, names.METRICS_PORT),
         options=transform_options(spec, env),
         metrics_host=env.get(names.POD_IP, ""),
-        standby=env.get(names.STANDBY, "") == "1",
+        standby=env.get(names.STANDBY, "") in ("1", names.STANDBY_HOT),
+        hot=hot,
+        control_port=_optional_port(env, names.CONTROL_PORT),
     )
 
 

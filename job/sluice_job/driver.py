@@ -8,10 +8,11 @@ naming the dependency or field, see ``exitcodes``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cassandra import Unauthorized
@@ -27,6 +28,7 @@ from sluice_api.termination import write as write_termination
 from sluice_job import (
     cassandra_access,
     deadletter,
+    hot_standby,
     logs,
     metrics,
     offsets,
@@ -47,6 +49,7 @@ from sluice_job.checkpoint import (
     KeyspaceMissingError,
 )
 from sluice_job.config import DriverConfig
+from sluice_job.control import Control
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import KafkaRecords, Records, SparkExecutor
 from sluice_job.groupoffsets import GroupOffsets, group_name
@@ -244,9 +247,7 @@ def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner | None:
     cfg, source = parts.cfg, parts.cfg.spec.source.pubsub
     if source is None:
         raise ValueError("source.pubsub is not set")
-    if cfg.standby and not standby.wait_only(
-        cfg.pipeline_id, cfg.epoch, parts.store, parts.stop, cfg.spec.upgrade.stop_timeout_seconds
-    ):
+    if cfg.standby and not _pubsub_standby_turn(parts):
         return None
     key = ServiceAccount.from_env(os.environ, env_names.PUBSUB_CREDENTIALS)
     subscription = Subscription.of(source, key)
@@ -283,9 +284,27 @@ def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner | None:
     )
 
 
+def _pubsub_standby_turn(parts: Parts) -> bool:
+    """A Pub/Sub pipeline's standby only waits for its turn (its records have another
+    schema than the transform check's); whether it came (``False``: asked to stop)."""
+    cfg = parts.cfg
+    if not cfg.hot:
+        return standby.wait_only(
+            cfg.pipeline_id,
+            cfg.epoch,
+            parts.store,
+            parts.stop,
+            cfg.spec.upgrade.stop_timeout_seconds,
+        )
+    metrics.STANDBY_READY.labels(cfg.pipeline_id).set(1)
+    logs.event("standby ready", epoch=cfg.epoch, checked=False)
+    return _promotion(parts, lambda: None) is not None
+
+
 def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverGap | None:
     cfg = parts.cfg
-    return standby.take_over(
+    ready = functools.partial(
+        standby.get_ready,
         pipeline=cfg.pipeline_id,
         epoch=cfg.epoch,
         spark=parts.spark,
@@ -294,10 +313,41 @@ def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverG
         sink=parts.sink,
         kafka_config=kafka_config,
         store=parts.store,
-        last_commit=parts.store.committed_at,
-        stop=parts.stop,
-        timeout=cfg.spec.upgrade.stop_timeout_seconds,
     )
+    if not cfg.hot:
+        return standby.take_over(
+            ready,
+            pipeline=cfg.pipeline_id,
+            epoch=cfg.epoch,
+            store=parts.store,
+            last_commit=parts.store.committed_at,
+            stop=parts.stop,
+            timeout=cfg.spec.upgrade.stop_timeout_seconds,
+        )
+    predecessor = _promotion(parts, ready())
+    if predecessor is None:
+        return None
+    return standby.HandoverGap(cfg.pipeline_id, cfg.epoch, predecessor)
+
+
+def _promotion(parts: Parts, warm: Callable[[], object]) -> standby.Predecessor | None:
+    """A hot standby, ready: serve the control port and wait for the operator's
+    promotion, warming up again meanwhile (``hot_standby``)."""
+    cfg = parts.cfg
+    control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()
+    try:
+        predecessor = hot_standby.wait_for_promotion(
+            parts.store,
+            cfg.epoch,
+            parts.stop,
+            control.promoted,
+            warm,
+            last_commit=parts.store.committed_at,
+        )
+    finally:
+        control.close()
+    hot_standby.taken_over(cfg.pipeline_id, cfg.epoch, predecessor)
+    return predecessor
 
 
 def _keyspace_fields(cfg: DriverConfig) -> dict[str, str]:

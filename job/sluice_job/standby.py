@@ -202,7 +202,7 @@ def wait_for_turn(
     return None
 
 
-def take_over(
+def get_ready(
     *,
     pipeline: str,
     epoch: int,
@@ -212,22 +212,41 @@ def take_over(
     sink: Sink | None,
     kafka_config: Mapping[str, str],
     store: CheckpointReader,
+) -> Callable[[], int]:
+    """Check, warm up, say ready (``sluice_standby_ready`` 1); returns the warm-up, which
+    a hot standby runs again while it waits."""
+    started = time.monotonic()
+    check(empty_records(spark), function, options, sink)
+
+    def warm() -> int:
+        return warm_read(spark, kafka_config, store.load().positions, function, options)
+
+    warmed = warm()
+    metrics.STANDBY_READY.labels(pipeline).set(1)
+    seconds = round(time.monotonic() - started, 3)
+    logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)
+    return warm
+
+
+def take_over(
+    ready: Callable[[], object],
+    *,
+    pipeline: str,
+    epoch: int,
+    store: CheckpointReader,
     last_commit: Callable[[int], datetime | None],
     stop: threading.Event,
     timeout: float,
 ) -> HandoverGap | None:
-    """Check, say ready, wait for the turn; the observer recording the handover gap,
-    or ``None`` when asked to stop before the turn came (nothing was claimed)."""
-    started = time.monotonic()
-    check(empty_records(spark), function, options, sink)
-    warmed = warm_read(spark, kafka_config, store.load().positions, function, options)
-    metrics.STANDBY_READY.labels(pipeline).set(1)
-    seconds = round(time.monotonic() - started, 3)
-    logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)
+    """Get ``ready`` (:func:`get_ready`), wait for the turn; the observer recording the
+    handover gap, or ``None`` when asked to stop before the turn came (nothing was
+    claimed)."""
+    ready()
     predecessor = wait_for_turn(store, epoch, stop, timeout, last_commit=last_commit)
     if predecessor is None:
         logs.event("standby stopped before its turn: nothing claimed", epoch=epoch)
         return None
+    metrics.STANDBY_READY.labels(pipeline).set(0)
     logs.event(
         "standby takes over"
         if predecessor.turn is not Turn.FENCE

@@ -50,7 +50,16 @@ class Emit:
     message: str
 
 
-Action = WriteStatus | EnsureObjects | CreatePod | StopPod | RemovePod | Emit
+@dataclass(frozen=True)
+class Promote:
+    """Tell the hot standby in pod ``pod`` (address ``ip``) to claim ``epoch``."""
+
+    pod: str
+    ip: str
+    epoch: int
+
+
+Action = WriteStatus | EnsureObjects | CreatePod | StopPod | RemovePod | Emit | Promote
 
 
 @dataclass(frozen=True)

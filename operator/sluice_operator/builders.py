@@ -22,6 +22,7 @@ from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
 from sluice_api import secret_refs
 from sluice_api.spec import UI_PORT, PipelineSpec, Placement
+from sluice_api.status import StandbyPurpose
 from sluice_operator import naming
 
 Manifest = dict[str, Any]
@@ -29,6 +30,8 @@ Manifest = dict[str, Any]
 DRIVER_PORT: Final = 7078
 BLOCK_MANAGER_PORT: Final = 7079
 METRICS_PORT: Final = 8090
+CONTROL_PORT: Final = 8091
+"""A standby's control port: where the operator promotes it (``sluice_api.promotion``)."""
 RUN_AS_USER: Final = 185  # the uid of the Spark images
 STOP_MARGIN_SECONDS: Final = 15
 """Grace beyond ``upgrade.stopTimeoutSeconds``: the driver's own watchdog exits first."""
@@ -92,10 +95,18 @@ class Owner:
 
 
 def driver_pod(
-    owner: Owner, spec: PipelineSpec, epoch: int, spec_hash: str, *, standby: bool = False
+    owner: Owner,
+    spec: PipelineSpec,
+    epoch: int,
+    spec_hash: str,
+    *,
+    standby: StandbyPurpose | None = None,
 ) -> Manifest:
-    """The driver pod of ``epoch``; a ``standby`` one (warm handover) gets ready and
-    waits for its predecessor's release before it claims (``SLUICE_STANDBY``)."""
+    """The driver pod of ``epoch``; a ``standby`` one gets ready and waits
+    (``SLUICE_STANDBY``): for its predecessor's release (an upgrade's), or to be promoted
+    on its control port (a hot standby's). Standbys, and the drivers of a pipeline with
+    hot standbys, prefer a node without another driver pod of the pipeline, so that one
+    node's loss does not take both."""
     name = naming.driver_pod(owner.name, epoch)
     pod = spec.spark.pod
     metadata = owner.metadata(name)
@@ -129,7 +140,25 @@ def driver_pod(
         },
     }
     _settle(manifest["spec"], spec, spec.spark.driver)
+    if standby is not None or spec.standby > 0:
+        _apart_from_other_drivers(manifest["spec"], owner.name)
     return manifest
+
+
+def _apart_from_other_drivers(pod_spec: Manifest, pipeline: str) -> None:
+    """Prefer (not require: one node left must still run both) a node without another
+    driver pod of ``pipeline``, beside any anti-affinity the spec asks for."""
+    affinity = pod_spec.setdefault("affinity", {})
+    anti = affinity.setdefault("podAntiAffinity", {})
+    anti.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {"matchLabels": naming.selector(pipeline)},
+                "topologyKey": "kubernetes.io/hostname",
+            },
+        }
+    )
 
 
 def _settle(pod_spec: Manifest, spec: PipelineSpec, placement: Placement) -> None:
@@ -153,7 +182,19 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(by_alias=True, exclude_none=True)
 
 
-def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int, standby: bool) -> Manifest:
+def _standby_env(standby: StandbyPurpose | None) -> list[Manifest]:
+    if standby is None:
+        return []
+    mode = env_names.STANDBY_HOT if standby is StandbyPurpose.FAILOVER else "1"
+    return [
+        {"name": env_names.STANDBY, "value": mode},
+        {"name": env_names.CONTROL_PORT, "value": str(CONTROL_PORT)},
+    ]
+
+
+def _driver_container(
+    owner: Owner, spec: PipelineSpec, epoch: int, standby: StandbyPurpose | None
+) -> Manifest:
     driver = spec.spark.driver
     memory = memory_mib(driver.memory)
     overhead = (
@@ -166,11 +207,14 @@ def _driver_container(owner: Owner, spec: PipelineSpec, epoch: int, standby: boo
         "imagePullPolicy": spec.spark.pod.image_pull_policy,
         "command": ["python", "-m", "sluice_job"],
         "env": driver_env(owner, spec, epoch)
-        + ([{"name": env_names.STANDBY, "value": "1"}] if standby else [])
+        + _standby_env(standby)
         + [_dump(e) for e in spec.spark.pod.env],
         "envFrom": [_dump(e) for e in spec.spark.pod.env_from],
         "ports": [
-            {"name": name, "containerPort": port} for name, port in driver_ports(spec).items()
+            {"name": name, "containerPort": port}
+            for name, port in (
+                driver_ports(spec) | ({"control": CONTROL_PORT} if standby is not None else {})
+            ).items()
         ],
         "resources": {
             "requests": {

@@ -43,13 +43,22 @@ from datetime import datetime, timedelta
 from sluice_api import termination
 from sluice_api.exitcodes import ExitCode
 from sluice_api.spec import PipelineSpec, UpgradeMode
-from sluice_operator import builders, changes, naming, reports, rollback, starting
+from sluice_operator import (
+    builders,
+    changes,
+    hot_standby,
+    naming,
+    reports,
+    rollback,
+    starting,
+)
 from sluice_operator.actions import (
     Action,
     CreatePod,
     Decision,
     Emit,
     EnsureObjects,
+    Promote,
     RemovePod,
     StopPod,
     WriteStatus,
@@ -66,6 +75,7 @@ from sluice_operator.model import (
     PodView,
     Rollback,
     Standby,
+    StandbyPurpose,
     StandbyState,
     Status,
     StopReason,
@@ -74,6 +84,8 @@ from sluice_operator.model import (
 UPGRADE_FAILED = "UpgradeFailed"
 """Condition: the standby of a warm handover never became ready (True), or the spec
 changed since and is being tried (False)."""
+PROMOTE_RETRY_SECONDS = 1.0
+"""How soon a promotion that did not reach its standby is sent again."""
 SERVICE_ACCOUNT_ALLOWED = "ServiceAccountAllowed"
 """Condition: the ServiceAccount a spec names is one the platform allows."""
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
@@ -147,7 +159,7 @@ def _decide(
     handing_over = kept is not None and kept.state is StandbyState.READY
     if handing_over and (current is None or current.terminated or _node_lost(obs, spec, current)):
         assert kept is not None
-        return _promote(obs, current, kept, actions, settings)
+        return _promote(obs, spec, current, kept, actions, settings)
     if current is None:
         return _without_driver(obs, spec, actions, settings)
     if current.terminated:
@@ -346,8 +358,12 @@ def _while_running(
     if overdue is not None:
         return _count_failure(obs, spec, status, overdue, [*actions, RemovePod(pod.name)], settings)
     standby = status.standby
-    if standby is not None and standby.live:
+    if standby is not None and standby.live and not standby.hot:
         return _with_standby(obs, spec, pod, standby, actions, settings)
+    if standby is not None and standby.live:
+        status, told = _with_hot_standby(obs, spec, standby, settings)
+        actions += told
+        obs = replace(obs, status=status)
     warm = spec.upgrade.mode is UpgradeMode.WARM_HANDOVER and pod.phase.value == "Running"
     if _changed(status, spec) and warm:
         return _start_standby(obs, spec, pod, actions, settings)
@@ -364,7 +380,59 @@ def _while_running(
             Emit("Normal", "Upgrading", f"spec changed: stopping {pod.name} cleanly"),
         ]
         return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
+    return _running_steadily(obs, spec, status, pod, actions, settings)
+
+
+def _running_steadily(
+    obs: Observed,
+    spec: PipelineSpec,
+    status: Status,
+    pod: PodView,
+    actions: list[Action],
+    settings: Settings,
+) -> Decision:
+    """The driver runs the spec: a promoted standby that still waits is told again, a
+    hot standby is started when wanted (after its back-off, if the last one failed)."""
+    report = obs.progress
+    if report is not None and report.standby_ready and report.epoch == status.epoch and pod.ip:
+        # Promoted (``_promote``), but the promotion did not reach it yet: again.
+        actions.append(Promote(pod.name, pod.ip, status.epoch))
+        return _steady(obs, status, pod, actions, settings, PROMOTE_RETRY_SECONDS)
+    if hot_standby.wanted(obs, spec, status, pod):
+        wait = hot_standby.retry_in(spec, status.standby, obs.now)
+        if wait <= 0:
+            return _start_standby(
+                replace(obs, status=status), spec, pod, actions, settings, StandbyPurpose.FAILOVER
+            )
+        return _steady(obs, status, pod, actions, settings, wait)
     return _steady(obs, status, pod, actions, settings)
+
+
+def _with_hot_standby(
+    obs: Observed, spec: PipelineSpec, standby: Standby, settings: Settings
+) -> tuple[Status, list[Action]]:
+    """A starting hot standby: created if written ahead only, failed when late, Ready
+    once it says so; the driver is not touched."""
+    status = obs.status
+    if standby.state is not StandbyState.STARTING:
+        return status, []
+    spare = next((p for p in obs.pods if p.name == standby.pod), None)
+    if spare is None:  # written ahead, never created (an operator restarted in between)
+        owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+        manifest = builders.driver_pod(
+            owner, spec, standby.epoch, standby.spec_hash, standby=StandbyPurpose.FAILOVER
+        )
+        return status, [CreatePod(manifest)]
+    late = _standby_late(obs, spec, spare)
+    if late:
+        record, told = hot_standby.failed(standby, spare, obs.now, late)
+        return replace(status, standby=record), told
+    report = obs.standby_progress
+    if report is None or report.epoch != standby.epoch or not report.standby_ready:
+        return status, []
+    ready = replace(standby, state=StandbyState.READY, failures=0, since=obs.now.isoformat())
+    said = f"hot standby {standby.pod} (epoch {standby.epoch}) is ready to take over"
+    return replace(status, standby=ready), [Emit("Normal", "StandbyReady", said)]
 
 
 # -- warm handover -----------------------------------------------------------------
@@ -380,6 +448,8 @@ def _settle_standby(
     if standby is None or not standby.live:
         return obs, None, []
     pod = next((p for p in obs.pods if p.name == standby.pod), None)
+    if standby.hot:
+        return _settle_hot_standby(obs, spec, standby, pod, current)
     alive = current is not None and not current.terminated
     why = ""
     if obs.deleting or spec.suspend:
@@ -396,9 +466,42 @@ def _settle_standby(
         why = "the running driver ended before the standby was ready"
     if not why:
         return obs, standby, []
+    return _cancelled_standby(obs, standby, why)
+
+
+def _cancelled_standby(
+    obs: Observed, standby: Standby, why: str
+) -> tuple[Observed, None, list[Action]]:
     cancelled = replace(standby, state=StandbyState.CANCELLED, message=why)
     told = Emit("Normal", "StandbyCancelled", f"standby {standby.pod} cancelled: {why}")
     return replace(obs, status=replace(obs.status, standby=cancelled)), None, [told]
+
+
+def _settle_hot_standby(
+    obs: Observed,
+    spec: PipelineSpec,
+    standby: Standby,
+    pod: PodView | None,
+    current: PodView | None,
+) -> tuple[Observed, Standby | None, list[Action]]:
+    """A hot standby is kept while wanted and alive; one whose pod ended, is being
+    deleted or is on a lost node failed (``hot_standby.failed``): the driver goes on."""
+    why = hot_standby.cancel_reason(obs, spec, standby, current)
+    if why:
+        return _cancelled_standby(obs, standby, why)
+    if pod is None and standby.state is StandbyState.STARTING:
+        return obs, standby, []  # written ahead, not created yet: _with_hot_standby does
+    gone = ""
+    if pod is None or pod.terminated:
+        gone = "it ended"
+    elif pod.deleting:
+        gone = "its pod was deleted"
+    elif _node_lost(obs, spec, pod):
+        gone = f"its node {pod.node} is lost"
+    if not gone:
+        return obs, standby, []
+    record, told = hot_standby.failed(standby, pod, obs.now, gone)
+    return replace(obs, status=replace(obs.status, standby=record)), None, told
 
 
 def _failed_standby(
@@ -427,21 +530,35 @@ def _failed_standby(
 
 
 def _start_standby(
-    obs: Observed, spec: PipelineSpec, pod: PodView, actions: list[Action], settings: Settings
+    obs: Observed,
+    spec: PipelineSpec,
+    pod: PodView,
+    actions: list[Action],
+    settings: Settings,
+    purpose: StandbyPurpose = StandbyPurpose.UPGRADE,
 ) -> Decision:
     """Write the standby's epoch ahead, then create its pod; the running driver goes
-    on. A spec whose standby failed is not tried again (the failure stays reported)."""
+    on. A spec whose upgrade standby failed is not tried again (the failure stays
+    reported); a hot standby is (``hot_standby.retry_in``)."""
     status, digest = obs.status, changes.spec_hash(spec)
     previous = status.standby
     failed = previous is not None and previous.state is StandbyState.FAILED
-    if failed and previous is not None and previous.spec_hash == digest:
+    hot = purpose is StandbyPurpose.FAILOVER
+    if not hot and failed and previous is not None and previous.spec_hash == digest:
         return _steady(obs, status, pod, actions, settings)
     refused = _refusal(obs, spec, settings)
     if refused is not None:
         return _wait_for_consent(obs, status, actions, settings, refused)
     epoch = status.highest_epoch + 1
     standby = Standby(
-        naming.driver_pod(obs.name, epoch), epoch, digest, spec.image, StandbyState.STARTING
+        naming.driver_pod(obs.name, epoch),
+        epoch,
+        digest,
+        spec.image,
+        StandbyState.STARTING,
+        purpose=purpose,
+        failures=hot_standby.failures_in_a_row(status) if hot else 0,
+        since=obs.now.isoformat(),
     )
     # Both drivers' executors are admitted while both run (the standby starts its own).
     allowed = {*(status.executor_secrets or ()), *(_executor_secrets(obs, spec) or ())}
@@ -451,13 +568,15 @@ def _start_standby(
         observed_generation=obs.generation,
         executor_secrets=tuple(sorted(allowed)) if allowed else None,
     )
-    if any(c.get("type") == UPGRADE_FAILED for c in status.conditions):
+    if not hot and any(c.get("type") == UPGRADE_FAILED for c in status.conditions):
         retrying = f"trying {spec.image} (standby {standby.pod})"
         conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecChanged", retrying, obs)
         status = replace(status, conditions=conditions, message="")
     owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
     said = (
-        f"spec changed: {standby.pod} (epoch {epoch}, {spec.image}) starts in standby; "
+        f"hot standby {standby.pod} (epoch {epoch}) starts beside {pod.name}"
+        if hot
+        else f"spec changed: {standby.pod} (epoch {epoch}, {spec.image}) starts in standby; "
         f"{pod.name} runs until it is ready"
     )
     return Decision(
@@ -465,7 +584,7 @@ def _start_standby(
             *actions,
             WriteStatus(with_ready(status, obs)),
             EnsureObjects(tuple(builders.supporting(owner, spec, settings.driver_cluster_role))),
-            CreatePod(builders.driver_pod(owner, spec, epoch, digest, standby=True)),
+            CreatePod(builders.driver_pod(owner, spec, epoch, digest, standby=purpose)),
             Emit("Normal", "StandbyCreated", said),
         ),
         settings.requeue_seconds,
@@ -492,7 +611,9 @@ def _with_standby(
         return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
     if spare is None:  # written ahead, never created (an operator restarted in between)
         owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
-        manifest = builders.driver_pod(owner, spec, standby.epoch, standby.spec_hash, standby=True)
+        manifest = builders.driver_pod(
+            owner, spec, standby.epoch, standby.spec_hash, standby=StandbyPurpose.UPGRADE
+        )
         actions.append(CreatePod(manifest))
         return _steady(obs, status, pod, actions, settings, settings.requeue_seconds)
     late = _standby_late(obs, spec, spare)
@@ -539,24 +660,31 @@ def _standby_late(obs: Observed, spec: PipelineSpec, pod: PodView) -> str | None
 
 def _promote(
     obs: Observed,
+    spec: PipelineSpec,
     current: PodView | None,
     standby: Standby,
     actions: list[Action],
     settings: Settings,
 ) -> Decision:
-    """The old driver has exited (or its node is lost): the standby, which claims the
-    pipeline once it is released (or fences it after the stop timeout), is current."""
+    """The old driver has exited (or its node is lost, or, for a hot standby, its pod
+    is gone): the standby is current. An upgrade's claims once the pipeline is released
+    (or fences it after the stop timeout); both are told to claim now (``Promote``),
+    after the status names them: a hot standby waits for nothing else."""
     status = obs.status
     before = "its predecessor"
+    lost = current is not None and not current.terminated and _node_lost(obs, spec, current)
     if current is not None:
         before = current.name
         if current.terminated:
             status = _note_exit(status, current)
             before += f", which exited {current.exit_code}"
+        elif lost:
+            before += f", whose node {current.node} is lost"
         actions.append(RemovePod(current.name))
+    seen = Seen.DRIVER_RUNNING if standby.hot else Seen.STOPPED_FOR_UPGRADE
     status = replace(
         status,
-        phase=_after(obs, Seen.STOPPED_FOR_UPGRADE),
+        phase=_after(obs, seen),
         epoch=standby.epoch,
         driver_pod=standby.pod,
         image=standby.image,
@@ -565,13 +693,27 @@ def _promote(
         next_start_at=None,
         standby=None,
         observed_generation=obs.generation,
+        restarts=status.restarts + 1 if standby.hot else status.restarts,
     )
+    if lost:
+        message = (
+            f"node {current.node if current else ''} lost for {spec.failover.node_lost_seconds}s"
+        )
+        status = replace(
+            status, conditions=set_condition(status, "Fenced", "True", "NodeLost", message, obs)
+        )
+        actions.append(Emit("Warning", "NodeLost", message))
     status = _new_spec_runs(obs, status)
     if obs.spec is not None and changes.spec_hash(obs.spec) == standby.spec_hash:
         status = replace(status, executor_secrets=_executor_secrets(obs, obs.spec))
     said = f"{standby.pod} (epoch {standby.epoch}, {standby.image}) takes over from {before}"
-    actions.append(Emit("Normal", "HandedOver", said))
-    return Decision((*actions, WriteStatus(with_ready(status, obs))), settings.requeue_seconds)
+    actions.append(Emit("Normal", "Promoted" if standby.hot else "HandedOver", said))
+    spare = next((p for p in obs.pods if p.name == standby.pod), None)
+    told: list[Action] = []
+    if spare is not None and spare.ip:
+        told.append(Promote(spare.name, spare.ip, standby.epoch))
+    requeue = PROMOTE_RETRY_SECONDS if standby.hot else settings.requeue_seconds
+    return Decision((*actions, WriteStatus(with_ready(status, obs)), *told), requeue)
 
 
 def _steady(

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
-from sluice_api.status import Phase, StandbyState, StopReason
+from sluice_api.status import Phase, StandbyPurpose, StandbyState, StopReason
 from sluice_operator.progress import DriverProgress
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "PodView",
     "Rollback",
     "Standby",
+    "StandbyPurpose",
     "StandbyState",
     "Status",
     "StopReason",
@@ -121,7 +122,8 @@ class Rollback:
 
 @dataclass(frozen=True)
 class Standby:
-    """The standby driver of a warm handover (``status.standby``)."""
+    """The standby driver (``status.standby``): the new spec's of a warm handover, or a
+    hot standby of the running spec (``purpose``)."""
 
     pod: str
     epoch: int
@@ -129,6 +131,15 @@ class Standby:
     image: str
     state: StandbyState
     message: str = ""
+    purpose: StandbyPurpose = StandbyPurpose.UPGRADE
+    failures: int = 0
+    """Hot standbys that failed in a row (their restart backoff)."""
+    since: str | None = None
+    """When it entered ``state`` (RFC 3339)."""
+
+    @property
+    def hot(self) -> bool:
+        return self.purpose is StandbyPurpose.FAILOVER
 
     @property
     def live(self) -> bool:
@@ -245,18 +256,7 @@ class Status:
             "executorSecrets": (
                 list(self.executor_secrets) if self.executor_secrets is not None else None
             ),
-            "standby": (
-                {
-                    "pod": self.standby.pod,
-                    "epoch": self.standby.epoch,
-                    "specHash": self.standby.spec_hash,
-                    "image": self.standby.image,
-                    "state": self.standby.state.value,
-                    "message": self.standby.message,
-                }
-                if self.standby
-                else None
-            ),
+            "standby": _standby_patch(self.standby),
         }
 
 
@@ -264,6 +264,24 @@ def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
     if not raw:
         return None
     return GoodSpec(str(raw["specHash"]), str(raw["image"]), str(raw["spec"]))
+
+
+def _standby_patch(standby: Standby | None) -> dict[str, Any] | None:
+    if standby is None:
+        return None
+    patch: dict[str, Any] = {
+        "pod": standby.pod,
+        "epoch": standby.epoch,
+        "specHash": standby.spec_hash,
+        "image": standby.image,
+        "state": standby.state.value,
+        "message": standby.message,
+        "purpose": standby.purpose.value,
+        "failures": standby.failures,
+    }
+    if standby.since is not None:
+        patch["since"] = standby.since
+    return patch
 
 
 def _standby(raw: Mapping[str, Any] | None) -> Standby | None:
@@ -276,6 +294,9 @@ def _standby(raw: Mapping[str, Any] | None) -> Standby | None:
         str(raw["image"]),
         StandbyState(raw["state"]),
         str(raw.get("message") or ""),
+        StandbyPurpose(raw.get("purpose") or StandbyPurpose.UPGRADE),
+        int(raw.get("failures") or 0),
+        raw.get("since"),
     )
 
 

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
-from sluice_operator import builders, changes, consent, metrics, progress
-from sluice_operator.actions import CreatePod, Decision, WriteStatus
+from sluice_operator import builders, changes, consent, metrics, progress, promote
+from sluice_operator.actions import CreatePod, Decision, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
 from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
@@ -87,6 +87,9 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
     for action in decision.actions:
         if isinstance(action, WriteStatus):
             written = action.status
+        if isinstance(action, Promote):  # to the standby's pod, not the API server
+            promote.send(action.ip, builders.CONTROL_PORT, action.epoch)
+            continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
         except ApiException as err:

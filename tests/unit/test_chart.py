@@ -490,7 +490,9 @@ def test_driver_pods_take_ingress_only_from_the_operator_prometheus_and_their_ex
     assert operator["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
         "operator"
     )
-    assert [p["port"] for p in operator["ports"]] == ["metrics"]
+    assert [p["port"] for p in operator["ports"]] == ["metrics", "control"], (
+        "the operator alone reaches a standby's control port (its promotion)"
+    )
     assert prometheus["from"][0]["podSelector"]["matchLabels"] == {
         "app.kubernetes.io/name": "prometheus"
     }

@@ -108,7 +108,12 @@ def test_a_spec_change_starts_the_new_driver_in_standby_and_leaves_the_old_one_r
     assert order.index("WriteStatus") < order.index("CreatePod"), "the epoch is written ahead"
     after = written(decision)
     assert after.standby == Standby(
-        "kpis-driver-5", 5, changes.spec_hash(V2), "sluice-job:v2", StandbyState.STARTING
+        "kpis-driver-5",
+        5,
+        changes.spec_hash(V2),
+        "sluice-job:v2",
+        StandbyState.STARTING,
+        since=NOW.isoformat(),
     )
     assert (after.epoch, after.driver_pod, after.image) == (4, pod.name, "sluice-job:v1")
     assert after.phase is Phase.RUNNING

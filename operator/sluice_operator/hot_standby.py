@@ -1,0 +1,97 @@
+"""The decisions about a hot standby (``spec.standby: 1``) that stand on their own:
+when one is wanted, when one is no longer wanted, what a failed one leaves behind
+and when the next may start. Pure: ``decide`` calls them and carries out the rest.
+
+Why a hot standby: a killed driver otherwise costs a new pod, a JVM, a SparkSession
+and its connections before the next commit. A second driver of the running spec,
+started and warm, takes over instead: the operator promotes it (``Promote``) when the
+driver's pod fails, is deleted or its node is lost, and it claims the epoch it was
+started with, fencing the old driver exactly as a restarted one would. Then a new
+standby starts, once the promoted one runs its loop. A standby that fails (exits,
+is not ready by ``restart.startDeadlineSeconds``, its node is lost) is removed and
+started again after the restart back-off; the driver is never touched for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from sluice_api import termination
+from sluice_api.exitcodes import ExitCode
+from sluice_api.spec import PipelineSpec
+from sluice_operator import changes
+from sluice_operator.actions import Action, Emit, RemovePod
+from sluice_operator.model import Observed, PodPhase, PodView, Standby, StandbyState, Status
+
+
+def cancel_reason(
+    obs: Observed, spec: PipelineSpec, standby: Standby, current: PodView | None
+) -> str:
+    """Why the hot standby ``standby`` is no longer wanted ("" if it still is)."""
+    if obs.deleting:
+        return "the pipeline is being deleted"
+    if spec.suspend:
+        return "the pipeline is suspended"
+    if spec.standby == 0:
+        return "spec.standby is 0"
+    if standby.spec_hash != changes.spec_hash(spec):
+        return "the spec changed: the new spec's driver gets its own standby"
+    if current is not None and current.exit_code == ExitCode.INVALID_CONFIG:
+        return "the driver refused its configuration (exit 2): so would its standby"
+    return ""
+
+
+def failed(
+    standby: Standby, pod: PodView | None, now: datetime, why: str
+) -> tuple[Standby, list[Action]]:
+    """The record of a hot standby that failed, and what to do: remove its pod, tell."""
+    message = termination.parse(pod.message) if pod is not None else None
+    detail = (message.message if message else "") or (pod.message if pod else "")
+    code = f" exited {pod.exit_code}" if pod is not None and pod.exit_code is not None else ""
+    text = f"hot standby {standby.pod}{code}: {why}" + (f": {detail}" if detail else "")
+    record = replace(
+        standby,
+        state=StandbyState.FAILED,
+        message=text,
+        failures=standby.failures + 1,
+        since=now.isoformat(),
+    )
+    told: list[Action] = [Emit("Warning", "StandbyFailed", f"{text}; the driver goes on")]
+    if pod is not None:
+        told.append(RemovePod(pod.name))
+    return record, told
+
+
+def retry_in(spec: PipelineSpec, previous: Standby | None, now: datetime) -> float:
+    """Seconds before a new hot standby may start: 0 unless the last one failed, then
+    the restart back-off of its failures in a row (``backoffSeconds`` doubling up to
+    ``maxBackoffSeconds``), from when it failed."""
+    if previous is None or not previous.hot or previous.state is not StandbyState.FAILED:
+        return 0.0
+    if previous.spec_hash != changes.spec_hash(spec) or previous.since is None:
+        return 0.0
+    doubled = spec.restart.backoff_seconds * (1 << max(0, previous.failures - 1))
+    delay = min(doubled, spec.restart.max_backoff_seconds)
+    waited = (now - datetime.fromisoformat(previous.since)).total_seconds()
+    return max(0.0, delay - waited)
+
+
+def wanted(obs: Observed, spec: PipelineSpec, status: Status, pod: PodView) -> bool:
+    """A hot standby should be started now: asked for, none live, and the driver
+    ``pod`` runs its loop under the current epoch (it has claimed: a standby started
+    alongside a driver's own start would only slow both)."""
+    if spec.standby < 1 or (status.standby is not None and status.standby.live):
+        return False
+    if pod.phase is not PodPhase.RUNNING or pod.deleting:
+        return False
+    report = obs.progress
+    return report is not None and report.epoch == status.epoch and not report.standby_ready
+
+
+def failures_in_a_row(status: Status) -> int:
+    """Failures of the last hot standby in a row (0 after one became ready)."""
+    previous = status.standby
+    if previous is None or not previous.hot or previous.state is not StandbyState.FAILED:
+        return 0
+    return previous.failures

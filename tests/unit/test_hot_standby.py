@@ -1,0 +1,309 @@
+"""The operator's side of a hot standby (``spec.standby: 1``): started beside a
+running driver, never interrupting it, promoted (not a pod started from nothing) when
+the driver's pod fails, is deleted or its node is lost, then replaced; a failed one is
+started again after the restart back-off; a spec change or ``standby: 0`` cancels it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from sluice_api import env
+from sluice_api.exitcodes import ExitCode
+from sluice_operator import builders, changes, naming
+from sluice_operator.actions import (
+    CreatePod,
+    Decision,
+    Emit,
+    Promote,
+    RemovePod,
+    StopPod,
+    WriteStatus,
+)
+from sluice_operator.decide import decide
+from sluice_operator.model import (
+    NodeView,
+    Phase,
+    PodPhase,
+    PodView,
+    Standby,
+    StandbyPurpose,
+    StandbyState,
+    Status,
+)
+from sluice_operator.progress import DriverProgress
+from tests.support.observations import NOW, observed, spec
+
+pytestmark = pytest.mark.unit
+
+HOT = spec(standby=1)
+HASH = changes.spec_hash(HOT)
+
+
+def driver(epoch: int = 4, **fields: Any) -> PodView:
+    values: dict[str, Any] = {
+        "phase": PodPhase.RUNNING,
+        "node": "n1",
+        "running_since": NOW - timedelta(minutes=5),
+        "ip": "10.0.0.4",
+        **fields,
+    }
+    return PodView(naming.driver_pod("kpis", epoch), epoch, **values)
+
+
+def spare(epoch: int = 5, age: float = 30, **fields: Any) -> PodView:
+    values: dict[str, Any] = {
+        "phase": PodPhase.RUNNING,
+        "node": "n2",
+        "created_at": NOW - timedelta(seconds=age),
+        "running_since": NOW - timedelta(seconds=age - 1),
+        "ip": "10.0.0.5",
+        **fields,
+    }
+    return PodView(naming.driver_pod("kpis", epoch), epoch, **values)
+
+
+def status(standby: Standby | None = None, epoch: int = 4) -> Status:
+    return Status(
+        phase=Phase.RUNNING,
+        epoch=epoch,
+        driver_pod=naming.driver_pod("kpis", epoch),
+        image="sluice-job:v1",
+        spec_hash=HASH,
+        observed_generation=1,
+        standby=standby,
+    )
+
+
+def hot(state: StandbyState = StandbyState.READY, epoch: int = 5, **fields: Any) -> Standby:
+    values: dict[str, Any] = {"purpose": StandbyPurpose.FAILOVER, **fields}
+    pod = naming.driver_pod("kpis", epoch)
+    return Standby(pod, epoch, HASH, "sluice-job:v1", state, **values)
+
+
+def looping(epoch: int = 4) -> DriverProgress:
+    """The driver's report once it runs its loop under ``epoch``."""
+    return DriverProgress(epoch, 10, NOW - timedelta(seconds=2), 0)
+
+
+def waiting(epoch: int = 5) -> DriverProgress:
+    """A standby's report: ready, not claimed."""
+    return DriverProgress(epoch, None, None, None, standby_ready=True)
+
+
+def actions_of(decision: Decision, kind: type[Any]) -> list[Any]:
+    return [a for a in decision.actions if isinstance(a, kind)]
+
+
+def written(decision: Decision) -> Status:
+    return actions_of(decision, WriteStatus)[-1].status
+
+
+def reasons(decision: Decision) -> set[str]:
+    return {e.reason for e in actions_of(decision, Emit)}
+
+
+def test_a_running_driver_gets_a_hot_standby_written_ahead_placed_apart_and_told_it_is_hot() -> (
+    None
+):
+    decision = decide(observed(status(), (driver(),), spec=HOT, progress=looping()))
+    order = [type(a).__name__ for a in decision.actions]
+    assert order.index("WriteStatus") < order.index("CreatePod"), "the epoch is written ahead"
+    record = written(decision).standby
+    assert record is not None
+    assert (record.epoch, record.purpose, record.state) == (
+        5,
+        StandbyPurpose.FAILOVER,
+        StandbyState.STARTING,
+    )
+    assert written(decision).driver_pod == naming.driver_pod("kpis", 4), "the driver stays"
+    assert not actions_of(decision, StopPod)
+    (create,) = actions_of(decision, CreatePod)
+    container = create.manifest["spec"]["containers"][0]
+    values = {e["name"]: e.get("value") for e in container["env"]}
+    assert values[env.STANDBY] == env.STANDBY_HOT
+    assert values[env.CONTROL_PORT] == str(builders.CONTROL_PORT)
+    assert {"name": "control", "containerPort": builders.CONTROL_PORT} in container["ports"]
+    (term,) = create.manifest["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"] == {
+        "labelSelector": {"matchLabels": naming.selector("kpis")},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+
+
+@pytest.mark.parametrize(
+    ("why", "kw"),
+    [
+        ("standby 0", {"spec": spec()}),
+        ("the driver has not claimed yet", {"spec": HOT, "progress": None}),
+        ("the driver reports another epoch", {"spec": HOT, "progress": looping(3)}),
+    ],
+)
+def test_no_hot_standby_is_started(why: str, kw: dict[str, Any]) -> None:
+    decision = decide(observed(status(), (driver(),), **kw))
+    assert not actions_of(decision, CreatePod), why
+
+
+def test_a_ready_hot_standby_is_recorded_and_the_driver_goes_on() -> None:
+    obs = observed(
+        status(hot(StandbyState.STARTING)),
+        (driver(), spare()),
+        spec=HOT,
+        progress=looping(),
+        standby_progress=waiting(),
+    )
+    decision = decide(obs)
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.READY
+    assert "StandbyReady" in reasons(decision)
+    assert not actions_of(decision, StopPod)
+    assert not actions_of(decision, RemovePod)
+    assert not actions_of(decision, Promote)
+
+
+def _promoted(decision: Decision) -> Status:
+    after = written(decision)
+    (promote,) = actions_of(decision, Promote)
+    assert promote == Promote(naming.driver_pod("kpis", 5), "10.0.0.5", 5)
+    order = decision.actions
+    assert order.index(actions_of(decision, WriteStatus)[-1]) < order.index(promote), (
+        "the status names the promoted driver before it claims"
+    )
+    assert not actions_of(decision, CreatePod), "no pod started from nothing"
+    assert (after.epoch, after.driver_pod, after.standby) == (5, spare().name, None)
+    assert "Promoted" in reasons(decision)
+    return after
+
+
+def test_a_crashed_driver_is_replaced_by_promoting_its_hot_standby() -> None:
+    crashed = driver(phase=PodPhase.FAILED, exit_code=137, finished_at=NOW)
+    decision = decide(observed(status(hot()), (crashed, spare()), spec=HOT))
+    after = _promoted(decision)
+    assert RemovePod(crashed.name) in decision.actions
+    assert after.restarts == 1
+
+
+def test_a_deleted_driver_pod_is_replaced_by_promoting_its_hot_standby() -> None:
+    decision = decide(observed(status(hot()), (spare(),), spec=HOT))
+    _promoted(decision)
+
+
+def test_a_driver_on_a_lost_node_is_fenced_by_promoting_its_hot_standby() -> None:
+    lost = NodeView("n1", False, NOW - timedelta(seconds=HOT.failover.node_lost_seconds + 1))
+    nodes = {"n1": lost, "n2": NodeView("n2", True)}
+    decision = decide(observed(status(hot()), (driver(), spare()), spec=HOT, nodes=nodes))
+    after = _promoted(decision)
+    assert RemovePod(driver().name) in decision.actions
+    fenced = [c for c in after.conditions if c["type"] == "Fenced"]
+    assert fenced
+    assert fenced[0]["status"] == "True"
+    assert fenced[0]["reason"] == "NodeLost"
+
+
+def test_a_promotion_that_did_not_reach_the_standby_is_sent_again() -> None:
+    promoted = status(epoch=5)
+    decision = decide(observed(promoted, (spare(),), spec=HOT, progress=waiting()))
+    assert actions_of(decision, Promote) == [Promote(spare().name, "10.0.0.5", 5)]
+    assert decision.requeue_after is not None
+    assert decision.requeue_after <= 1.0
+
+
+def test_a_promoted_standby_running_its_loop_gets_a_new_standby() -> None:
+    promoted = status(epoch=5)
+    decision = decide(observed(promoted, (spare(),), spec=HOT, progress=looping(5)))
+    assert not actions_of(decision, Promote)
+    record = written(decision).standby
+    assert record is not None
+    assert record.epoch == 6
+    assert record.purpose is StandbyPurpose.FAILOVER
+
+
+def test_a_driver_that_refuses_its_config_does_not_promote_a_standby_of_the_same_spec() -> None:
+    refused = driver(phase=PodPhase.FAILED, exit_code=int(ExitCode.INVALID_CONFIG), finished_at=NOW)
+    decision = decide(observed(status(hot()), (refused, spare()), spec=HOT))
+    assert not actions_of(decision, Promote)
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.CANCELLED
+    assert StopPod(spare().name) in decision.actions or RemovePod(spare().name) in decision.actions
+
+
+@pytest.mark.parametrize(
+    ("why", "new_spec"),
+    [("spec changed", spec(standby=1, image="sluice-job:v2")), ("standby 0", spec())],
+)
+def test_a_spec_change_or_standby_0_cancels_the_hot_standby(why: str, new_spec: Any) -> None:
+    obs = observed(status(hot()), (driver(), spare()), spec=new_spec, generation=2)
+    decision = decide(obs)
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.CANCELLED, why
+    assert StopPod(spare().name) in decision.actions
+    assert not actions_of(decision, Promote)
+
+
+def test_a_failed_hot_standby_is_removed_and_started_again_after_the_backoff() -> None:
+    dead = spare(phase=PodPhase.FAILED, exit_code=1, finished_at=NOW)
+    decision = decide(observed(status(hot()), (driver(), dead), spec=HOT, progress=looping()))
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.FAILED
+    assert record.failures == 1
+    assert RemovePod(dead.name) in decision.actions
+    assert "StandbyFailed" in reasons(decision)
+    assert not actions_of(decision, StopPod), "the driver goes on"
+
+    backoff = HOT.restart.backoff_seconds
+    soon = decide(
+        observed(replace(status(), standby=record), (driver(),), spec=HOT, progress=looping())
+    )
+    assert not actions_of(soon, CreatePod)
+    assert soon.requeue_after is not None
+    assert soon.requeue_after <= backoff
+    later = decide(
+        observed(
+            replace(status(), standby=record),
+            (driver(),),
+            spec=HOT,
+            progress=looping(),
+            now=NOW + timedelta(seconds=backoff),
+        )
+    )
+    (_create,) = actions_of(later, CreatePod)
+    again = written(later).standby
+    assert again is not None
+    assert again.epoch == 6
+    assert again.failures == 1
+
+
+def test_a_hot_standby_not_ready_by_the_start_deadline_fails_and_the_driver_goes_on() -> None:
+    late = spare(age=HOT.restart.start_deadline_seconds + 1)
+    obs = observed(
+        status(hot(StandbyState.STARTING)), (driver(), late), spec=HOT, progress=looping()
+    )
+    decision = decide(obs)
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.FAILED
+    assert "startDeadlineSeconds" in record.message
+    assert RemovePod(late.name) in decision.actions
+    assert not actions_of(decision, StopPod)
+
+
+def test_a_hot_standby_on_a_lost_node_fails_and_the_driver_goes_on() -> None:
+    lost = NodeView("n2", False, NOW - timedelta(seconds=HOT.failover.node_lost_seconds + 1))
+    nodes = {"n1": NodeView("n1", True), "n2": lost}
+    decision = decide(
+        observed(status(hot()), (driver(), spare()), spec=HOT, nodes=nodes, progress=looping())
+    )
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.FAILED
+    assert "lost" in record.message
+    assert written(decision).driver_pod == driver().name
