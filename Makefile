@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-operator clean
+.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -157,6 +157,11 @@ bench-pubsub: provision
 # steady production: bench/results/<stamp>-handover.{json,md}.
 bench-handover: provision
 	$(BIN)/python -m bench.handover $(BENCH_HANDOVER_ARGS)
+
+# A killed driver -> the next commit with a hot standby (spec.standby: 1) beside without
+# one, and the standby's memory and CPU (bench/failover.py; issue 20).
+bench-failover: provision
+	$(BIN)/python -m bench.failover $(BENCH_FAILOVER_ARGS)
 
 # One operator, 100 pipelines with the stand-in driver on the local control plane.
 bench-operator: provision

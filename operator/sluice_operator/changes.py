@@ -3,7 +3,7 @@
 A purely computational function. Fields the driver reads (image, source,
 transform, sink, dead letters, checkpoint, trigger, Spark resources) need a clean
 stop and a new driver; fields only the operator reads (upgrade, failover, restart
-policies) apply at once; ``suspend`` is a lifecycle switch handled on its own.
+policies, hot standbys) apply at once; ``suspend`` is a lifecycle switch handled on its own.
 The hash of the driver-relevant part is stored in the status and on the pod.
 """
 
@@ -16,7 +16,7 @@ from typing import Final
 
 from sluice_api.spec import PipelineSpec
 
-OPERATOR_ONLY: Final = frozenset({"upgrade", "failover", "restart", "suspend"})
+OPERATOR_ONLY: Final = frozenset({"upgrade", "failover", "restart", "suspend", "standby"})
 
 
 class Change(IntEnum):

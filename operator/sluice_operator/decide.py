@@ -363,7 +363,6 @@ def _while_running(
     if standby is not None and standby.live:
         status, told = _with_hot_standby(obs, spec, standby, settings)
         actions += told
-        obs = replace(obs, status=status)
     warm = spec.upgrade.mode is UpgradeMode.WARM_HANDOVER and pod.phase.value == "Running"
     if _changed(status, spec) and warm:
         return _start_standby(obs, spec, pod, actions, settings)

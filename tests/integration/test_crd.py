@@ -546,6 +546,9 @@ INVALID = {
         "must be at least restart.backoffSeconds",
         model_rejects=False,
     ),
+    "two-standbys": Invalid(
+        changed("standby", 2), "spec.standby", "should be less than or equal to 1"
+    ),
     "stop-timeout": Invalid(
         changed("upgrade.stopTimeoutSeconds", 1),
         "spec.upgrade.stopTimeoutSeconds",

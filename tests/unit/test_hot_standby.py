@@ -149,14 +149,20 @@ def test_no_hot_standby_is_started(why: str, kw: dict[str, Any]) -> None:
     assert not actions_of(decision, CreatePod), why
 
 
+def steady(start: Status, pods: tuple[PodView, ...], **kw: Any) -> Status:
+    """The status once reconciles with these observations write nothing more."""
+    for _ in range(5):
+        writes = actions_of(decide(observed(start, pods, spec=HOT, **kw)), WriteStatus)
+        if not writes:
+            return start
+        start = writes[-1].status
+    raise AssertionError("the status never settles")
+
+
 def test_a_ready_hot_standby_is_recorded_and_the_driver_goes_on() -> None:
-    obs = observed(
-        status(hot(StandbyState.STARTING)),
-        (driver(), spare()),
-        spec=HOT,
-        progress=looping(),
-        standby_progress=waiting(),
-    )
+    pods = (driver(), spare())
+    before = steady(status(hot(StandbyState.STARTING)), pods, progress=looping())
+    obs = observed(before, pods, spec=HOT, progress=looping(), standby_progress=waiting())
     decision = decide(obs)
     record = written(decision).standby
     assert record is not None
@@ -246,6 +252,8 @@ def test_a_spec_change_or_standby_0_cancels_the_hot_standby(why: str, new_spec: 
     assert record.state is StandbyState.CANCELLED, why
     assert StopPod(spare().name) in decision.actions
     assert not actions_of(decision, Promote)
+    restarted = StopPod(driver().name) in decision.actions
+    assert restarted is (why == "spec changed"), "spec.standby is the operator's alone"
 
 
 def test_a_failed_hot_standby_is_removed_and_started_again_after_the_backoff() -> None:
