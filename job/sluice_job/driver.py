@@ -315,15 +315,20 @@ def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverG
         store=parts.store,
     )
     if not cfg.hot:
-        return standby.take_over(
-            ready,
-            pipeline=cfg.pipeline_id,
-            epoch=cfg.epoch,
-            store=parts.store,
-            last_commit=parts.store.committed_at,
-            stop=parts.stop,
-            timeout=cfg.spec.upgrade.stop_timeout_seconds,
-        )
+        control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()
+        try:
+            return standby.take_over(
+                ready,
+                pipeline=cfg.pipeline_id,
+                epoch=cfg.epoch,
+                store=parts.store,
+                last_commit=parts.store.committed_at,
+                stop=parts.stop,
+                timeout=cfg.spec.upgrade.stop_timeout_seconds,
+                promoted=control.promoted,
+            )
+        finally:
+            control.close()
     predecessor = _promotion(parts, ready())
     if predecessor is None:
         return None

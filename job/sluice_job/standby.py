@@ -180,10 +180,13 @@ def wait_for_turn(
     last_commit: Callable[[int], datetime | None] = lambda _batch_id: None,
     clock: Callable[[], float] = time.monotonic,
     poll: float = POLL_SECONDS,
+    promoted: threading.Event | None = None,
 ) -> Predecessor | None:
     """Read the checkpoint row every ``poll`` seconds until it is this standby's turn
     (:func:`turn`); ``None`` if ``stop`` is set first. A read that fails (Cassandra
-    away) is tried again at the next poll: the standby holds nothing yet."""
+    away) is tried again at the next poll: the standby holds nothing yet. Once
+    ``promoted`` is set (the operator saw the old driver exit, or its node lost), the
+    stop timeout counts as passed."""
     since = clock()
     while not stop.is_set():
         try:
@@ -193,7 +196,8 @@ def wait_for_turn(
                 raise
             stop.wait(poll)
             continue
-        decided = turn(checkpoint, epoch, clock() - since, timeout)
+        waited = timeout if promoted is not None and promoted.is_set() else clock() - since
+        decided = turn(checkpoint, epoch, waited, timeout)
         if decided is not Turn.WAIT:
             return Predecessor(
                 checkpoint.epoch, checkpoint.batch_id, last_commit(checkpoint.batch_id), decided
@@ -237,12 +241,15 @@ def take_over(
     last_commit: Callable[[int], datetime | None],
     stop: threading.Event,
     timeout: float,
+    promoted: threading.Event | None = None,
 ) -> HandoverGap | None:
     """Get ``ready`` (:func:`get_ready`), wait for the turn; the observer recording the
     handover gap, or ``None`` when asked to stop before the turn came (nothing was
     claimed)."""
     ready()
-    predecessor = wait_for_turn(store, epoch, stop, timeout, last_commit=last_commit)
+    predecessor = wait_for_turn(
+        store, epoch, stop, timeout, last_commit=last_commit, promoted=promoted
+    )
     if predecessor is None:
         logs.event("standby stopped before its turn: nothing claimed", epoch=epoch)
         return None

@@ -66,10 +66,12 @@ def events(setup: Setup, reason: str) -> list[str]:
 def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_node_exactly(
     setup: Setup,
 ) -> None:
-    factory, count = EventFactory(seed=66), 24_000
+    factory = EventFactory(seed=66)
+    # Produced all along (the partitioned driver must find records to plan, and so
+    # meet its fence); stopped once it has, and the sink checked against what was.
     setup.operators.start()
     setup.kubectl.apply(hot(setup.manifest("v1")))
-    production = setup.produce(count, factory)
+    production = setup.produce(1_000_000, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
 
@@ -93,6 +95,7 @@ def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_n
     lost = next(a for a in setup.agents if a.node == active.spec.node_name)
     partitioned = time.monotonic()
     control.partition(setup.layout, lost.node, port=lost.port)
+    assert production.running, "the partition happened while events were being produced"
     status = setup.pipeline.wait_phase("Running", epoch=3, timeout=120)
     assert status["driverPod"] == standby.metadata.name
     first_commit(setup, 3)
@@ -111,6 +114,8 @@ def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_n
     assert max(zombie_batches) <= claimed_at, "no commit by the fenced driver after the claim"
     control.heal(setup.layout, lost.node, port=lost.port)
 
+    production.stop()
+    count = production.wait(60)
     setup.drained(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)

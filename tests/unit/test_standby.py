@@ -111,3 +111,16 @@ def test_the_gap_runs_from_the_previous_last_commit_to_the_first_commit() -> Non
     gap.wall = lambda: COMMITTED_AT + timedelta(seconds=9)
     gap.committed(Committed(Batch(43, (), {}), None, 0.5, 0.01))
     assert gap.gap == pytest.approx(1.25), "only the first commit after the handover counts"
+
+
+def test_a_promoted_upgrade_standby_fences_at_once_instead_of_after_the_stop_timeout() -> None:
+    """The operator promotes it when the old driver's node is lost: no release will come."""
+    rows = Rows([row(released=False)])
+    promoted = threading.Event()
+    promoted.set()
+    predecessor = wait_for_turn(
+        rows, 5, threading.Event(), 300.0, clock=lambda: rows.clock[0], poll=0, promoted=promoted
+    )
+    assert predecessor is not None
+    assert predecessor.turn is Turn.FENCE
+    assert rows.reads == 1, "at the first look, not after 300 s"
