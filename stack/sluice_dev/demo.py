@@ -6,7 +6,9 @@ watching namespace ``sluice-demo``); register the job images ``sluice-demo/job:v
 and ``:v2`` with the node agent; create the topic and the KPI table; apply
 ``examples/kpi-pipeline.yaml`` with local addresses; produce events at a steady rate;
 partition the driver's node (the driver keeps running there, a zombie, and is fenced)
-and time the failover; apply the v2 image and time the upgrade gap; wait until the
+and time the failover; apply the v2 image (a warm handover: v2 starts as a standby
+while v1 runs) and time the upgrade, and the handover gap from the batch history (v1's
+last commit to v2's first); wait until the
 checkpoint holds Kafka's end offsets; compare the KPI table with the events produced,
 window by window. The stack and the operator stay up to be explored.
 
@@ -59,6 +61,7 @@ class Summary:
     duplicates: int = 0
     failover_seconds: float | None = None
     upgrade_gap_seconds: float | None = None
+    handover_gap_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -72,6 +75,7 @@ class Summary:
             f"duplicates: {self.duplicates}",
             f"failover time: {seconds(self.failover_seconds)}",
             f"upgrade gap: {seconds(self.upgrade_gap_seconds)}",
+            f"handover gap: {seconds(self.handover_gap_seconds)}",
         ]
 
 
@@ -138,6 +142,11 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     )
     summary.upgrade_gap_seconds = time.monotonic() - began
     say(f"    upgrade gap (apply -> v2 driver running): {summary.upgrade_gap_seconds:.1f}s")
+    watch.until(lambda _s: cassandra.handover_gap(epoch, epoch + 1) is not None, "a v2 commit", 120)
+    summary.handover_gap_seconds = cassandra.handover_gap(epoch, epoch + 1)
+    say(
+        f"    handover gap (last v1 commit -> first v2 commit): {summary.handover_gap_seconds:.1f}s"
+    )
 
     say("8/8 waiting for the last events to be committed")
     producer.wait()
@@ -192,7 +201,7 @@ def localized(example: Mapping[str, Any], topic: str, dlq: str, image: str) -> d
     spec["deadLetter"] = {"kafka": {"topic": dlq}}
     spec["trigger"] = {"intervalSeconds": 1}
     spec["spark"] = {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}}
-    spec["upgrade"] = {"stopTimeoutSeconds": 60}
+    spec["upgrade"] = {"mode": "WarmHandover", "stopTimeoutSeconds": 60}
     spec["failover"] = {"nodeLostSeconds": 5}
     spec["restart"] = {"backoffSeconds": 1, "maxBackoffSeconds": 8, "maxFailures": 10}
     return body
@@ -245,6 +254,13 @@ def driver_metrics_url(pod: Mapping[str, Any]) -> str:
 # -- the pieces the demo runs ----------------------------------------------------------
 
 
+def gap(commits: list[tuple[int, datetime]], old: int, new: int) -> float | None:
+    """From epoch ``old``'s last commit to epoch ``new``'s first, once both exist."""
+    last = max((at for epoch, at in commits if epoch == old), default=None)
+    first = min((at for epoch, at in commits if epoch == new), default=None)
+    return None if last is None or first is None else (first - last).total_seconds()
+
+
 class Cassandra:
     def __init__(self, cluster_id: str) -> None:
         from cassandra.cluster import Cluster
@@ -287,6 +303,16 @@ class Cassandra:
             return None
         offsets = json.loads(row.offsets)
         return {int(p): o for parts in offsets.values() for p, o in parts.items()}
+
+    def handover_gap(self, old: int, new: int) -> float | None:
+        """Seconds from epoch ``old``'s last commit to epoch ``new``'s first (the batch
+        history), once ``new`` has committed."""
+        rows = self.session.execute(
+            f"SELECT epoch, committed_at FROM {KEYSPACE}.batches WHERE pipeline = %s",
+            (cluster.checkpoint_key(self.cluster_id, NAMESPACE, PIPELINE),),
+            timeout=60,
+        )
+        return gap([(int(r.epoch), r.committed_at) for r in rows], old, new)
 
     def rows_landed(self) -> int:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 import yaml
 
@@ -41,3 +43,14 @@ def test_the_demo_points_curl_at_the_driver_pods_own_ip() -> None:
     assert demo.driver_metrics_url(pod) == "http://127.41.7.9:8090/metrics"
     assert demo.DRIVER_METRICS_PORT == builders.METRICS_PORT
     assert "<the driver pod's IP>" in demo.driver_metrics_url({"status": {}})
+
+
+def test_the_demo_upgrades_by_warm_handover_and_measures_the_gap_from_the_history() -> None:
+    example = yaml.safe_load(demo.EXAMPLE.read_text())
+    spec = PipelineSpec.model_validate(demo.localized(example, "t", "d", "i:v2")["spec"])
+    assert spec.upgrade.mode.value == "WarmHandover"
+    at = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
+    commits = [(1, at), (2, at + timedelta(seconds=4)), (2, at + timedelta(seconds=5.5))]
+    commits += [(3, at + timedelta(seconds=7.25)), (3, at + timedelta(seconds=9))]
+    assert demo.gap(commits, 2, 3) == 1.75
+    assert demo.gap(commits[:3], 2, 3) is None, "not before the new epoch has committed"
