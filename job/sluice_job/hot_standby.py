@@ -33,9 +33,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
-from sluice_job import logs, metrics, outages
+from sluice_job import logs, metrics
 from sluice_job.checkpoint import Checkpoint
-from sluice_job.standby import CheckpointReader, Predecessor, Turn
+from sluice_job.standby import CheckpointReader, Predecessor, Turn, read_row
 
 POLL_SECONDS: Final = 0.1
 """Longest a promotion or a stop waits to be noticed."""
@@ -76,12 +76,8 @@ def wait_for_promotion(
     while not stop.is_set():
         now, asked = clock(), promoted.is_set()
         if asked or now - checked >= check_every:
-            try:
-                checkpoint = store.load()
-            except Exception as err:
-                if outages.dependency_of(err) is None:
-                    raise
-                stop.wait(poll)
+            checkpoint = read_row(store, stop, poll)
+            if checkpoint is None:
                 continue
             checked = now
             decided = hot_turn(checkpoint, epoch, asked)

@@ -171,6 +171,18 @@ class Predecessor:
     turn: Turn
 
 
+def read_row(store: CheckpointReader, stop: threading.Event, poll: float) -> Checkpoint | None:
+    """The checkpoint row; ``None`` after waiting ``poll`` when an outage keeps it (a
+    standby holds nothing yet: it only tries again)."""
+    try:
+        return store.load()
+    except Exception as err:
+        if outages.dependency_of(err) is None:
+            raise
+        stop.wait(poll)
+        return None
+
+
 def wait_for_turn(
     store: CheckpointReader,
     epoch: int,
@@ -189,12 +201,8 @@ def wait_for_turn(
     stop timeout counts as passed."""
     since = clock()
     while not stop.is_set():
-        try:
-            checkpoint = store.load()
-        except Exception as err:
-            if outages.dependency_of(err) is None:
-                raise
-            stop.wait(poll)
+        checkpoint = read_row(store, stop, poll)
+        if checkpoint is None:
             continue
         waited = timeout if promoted is not None and promoted.is_set() else clock() - since
         decided = turn(checkpoint, epoch, waited, timeout)
