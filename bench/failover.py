@@ -7,9 +7,9 @@ steady ``--rate`` all along, and ``--kills`` (5) SIGKILLs of the running driver 
 mode, the modes taking turns (``NoStandby``, ``HotStandby``, ...: the manifest sets
 ``spec.standby``, which only the operator reads, so switching restarts nothing), so
 both see the same machine. Before a ``HotStandby`` kill the bench waits until the
-standby is Ready; before a ``NoStandby`` kill, until no standby pod is left. Then a
-few seconds of steady state, the driver's process is killed, and the bench waits for
-the first commit of a newer epoch.
+standby is Ready; before a ``NoStandby`` kill, until no standby pod is left; before
+either, until the driver has committed. Then a few seconds of steady state, the
+driver's process is killed, and the bench waits for the first commit of a newer epoch.
 
 Per kill, from the batch history: the kill -> the newer epoch's first commit
 (``committed_at``), and the killed epoch's last commit -> that first commit. Before
@@ -158,6 +158,11 @@ def one_kill(
         lambda: (st := status(cluster)).get("phase") == "Running" and st, s.timeout, "Running"
     )
     epoch, driver = int(current["epoch"]), str(current["driverPod"])
+    handover.wait(
+        lambda: any(e == epoch for _, e, _ in handover.commits(session, keyspace)),
+        s.timeout,
+        f"a commit by epoch {epoch}",
+    )
     if mode == "HotStandby":
         spare = handover.wait(
             lambda: (

@@ -635,7 +635,13 @@ def printer_columns() -> list[Schema]:
         _column("Driver", "string", ".status.driverPod", "Current driver pod.", 1),
         _column("Restarts", "integer", ".status.restarts", "Restarts after failures.", 1),
         _column("Suspended", "boolean", ".spec.suspend", "Stopped on request.", 1),
-        _column("Standby", "string", ".status.standby.state", "The warm handover's standby.", 1),
+        _column(
+            "Standby",
+            "string",
+            ".status.standby.state",
+            "The standby driver (warm handover or hot).",
+            1,
+        ),
     ]
 
 
