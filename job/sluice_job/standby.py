@@ -162,19 +162,25 @@ def warm_read(
     ranges = [OffsetRange(tp, end - 1, end) for tp, end in sorted(positions.items()) if end > 0]
     if not ranges:
         return 0
-    step = "read"
+    step, started = "read", time.monotonic()
     try:
         records = reader.read(spark, kafka_config, ranges, 0)
         step = "transform"
         result = transform.apply(function, records, options)
+        rejected = None
         if result.rejects is not None:
             step = "rejects"
-            execute.measure(execute.cut(result.rejects, reject_budget))
-        step = "dry-run write"
-        if sink is None:
-            result.output.count()
-        else:
-            sink.write(result.output, 0, dry=True)
+            rejected, _ = execute.measure(execute.cut(result.rejects, reject_budget))
+        step = "dry-run write" if sink is not None else "count"
+        rows = sink.write(result.output, 0, dry=True) if sink is not None else result.output.count()
+        logs.event(
+            "standby warm-up",
+            records=len(ranges),
+            rejected=rejected,
+            rows=rows,
+            dry_run_write=sink is not None,
+            seconds=round(time.monotonic() - started, 3),
+        )
         return len(ranges)
     except Exception as err:  # a warm-up only: the first batch pays instead
         logs.event("standby warm-up read skipped", level=30, step=step, message=str(err)[:500])
