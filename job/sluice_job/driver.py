@@ -313,6 +313,7 @@ def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverG
         sink=parts.sink,
         kafka_config=kafka_config,
         store=parts.store,
+        reject_budget=parts.dead_letters.payload_budget,
     )
     if not cfg.hot:
         control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()

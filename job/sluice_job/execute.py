@@ -53,8 +53,11 @@ COLLECT_BYTES: Final = 64 * 1024 * 1024
 
 
 class Sink(Protocol):
-    def write(self, frame: DataFrame, version: int) -> int | None:
-        """Write ``frame`` idempotently; returns the rows written, if it counts them."""
+    def write(self, frame: DataFrame, version: int, *, dry: bool = False) -> int | None:
+        """Write ``frame`` idempotently; returns the rows written, if it counts them.
+        ``dry``: run the same Spark job and prepare every row's write, but write
+        nothing (a standby's warm-up, ``standby.warm_read``); returns the rows that
+        would have been written, if it counts them."""
 
 
 class Records(Protocol):

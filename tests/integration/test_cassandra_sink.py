@@ -148,3 +148,22 @@ def test_default_batches_stay_below_cassandras_warnings_and_big_ones_do_not(
     assert any("batch" in w.lower() for w in warnings), warnings
     stored = cassandra.execute(f"SELECT count(*) FROM {events_table}.events", timeout=60).one()
     assert stored[0] == 3_000
+
+
+def test_a_dry_run_write_counts_the_rows_and_leaves_the_table_as_it_was(
+    spark_session: Any, cassandra: Any, cassandra_contact: str, typed_table: str
+) -> None:
+    """A standby's warm-up (``standby.warm_read``) runs the sink's job over records
+    already written: with ``dry`` the rows are bound and grouped on the executors,
+    and not one reaches the table, not even with a newer version."""
+    sink = CassandraSink(_target(cassandra_contact, typed_table, "typed"))
+    stored = spark_session.createDataFrame([(f"k{i}", i) for i in range(50)], "id string, n int")
+    other = spark_session.createDataFrame([(f"k{i}", -1) for i in range(80)], "id string, n int")
+    sink.write(stored, version=10)
+
+    assert sink.write(other.repartition(3), version=20, dry=True) == 80
+
+    rows = cassandra.execute(
+        f"SELECT id, n, WRITETIME(n) AS w FROM {typed_table}.typed", timeout=60
+    )
+    assert {r.id: (r.n, r.w) for r in rows} == {f"k{i}": (i, 10) for i in range(50)}

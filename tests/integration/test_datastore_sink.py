@@ -65,6 +65,23 @@ def test_rerunning_a_batch_leaves_one_entity_per_key_with_its_values(
     assert (writer.last.rows, writer.last.written, writer.last.skipped) == (1_200, 1_200, 0)
 
 
+def test_a_dry_run_write_counts_the_rows_and_sends_nothing(
+    spark_session: SparkSession, datastore_host: str, datastore_project: str
+) -> None:
+    """A standby's warm-up runs the sink's job with ``dry``: the entities are built on
+    the executors, none is looked up or committed."""
+    writer = sink(datastore_project, datastore_host)
+    writer.write(events(spark_session, 300, "stored"), write_version(3, 1))
+
+    assert writer.write(events(spark_session, 500, "dry", 2), write_version(9, 2), dry=True) == 500
+
+    assert (writer.last.rows, writer.last.written, writer.last.chunks) == (500, 0, 0)
+    assert set(tags(datastore_project, datastore_host).values()) == {
+        ("stored", write_version(3, 1))
+    }
+    assert len(datastore.entities(datastore_project, datastore_host)) == 300
+
+
 def test_a_late_write_of_an_older_version_does_not_overwrite_newer_data(
     spark_session: SparkSession, datastore_host: str, datastore_project: str
 ) -> None:

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 class Table:
     """A sink whose table has no column ``tag``; counts the rows it is asked to write."""
 
-    def write(self, frame: DataFrame, version: int) -> int:
+    def write(self, frame: DataFrame, version: int, *, dry: bool = False) -> int:
         if "tag" in frame.columns:
             raise SinkSchemaError("sink table ks.events has no column(s) ['tag']")
         return frame.count()

@@ -47,14 +47,17 @@ class CassandraSink:
                 f"transform output lacks primary key column(s) {missing} of {where}"
             )
 
-    def write(self, frame: DataFrame, version: int) -> int:
+    def write(self, frame: DataFrame, version: int, *, dry: bool = False) -> int:
         """Write ``frame``'s rows, the later of two with one primary key only
-        (``keys``); returns how many were written."""
+        (``keys``); returns how many were written. ``dry``: the same Spark job, in
+        which the executors bind and group the rows but send nothing; returns how
+        many would have been written."""
         columns = keys.without_position(frame.columns)
         self.check(columns)
         target = self.target
         rows = keys.last_per_key(frame, self.key).select(*columns)
-        counts = rows.mapInArrow(partial(write_arrow, target, columns, version), WRITTEN_SCHEMA)
+        write = partial(write_arrow, target, columns, version, dry=dry)
+        counts = rows.mapInArrow(write, WRITTEN_SCHEMA)
         written = counts.agg(F.sum("written")).head()
         return int(written[0] or 0) if written is not None else 0
 

@@ -35,12 +35,18 @@ _prepared: dict[tuple[CassandraTarget, tuple[str, ...]], PreparedStatement] = {}
 
 
 def write_arrow(
-    target: CassandraTarget, columns: Sequence[str], version: int, batches: Iterable[pa.RecordBatch]
+    target: CassandraTarget,
+    columns: Sequence[str],
+    version: int,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    dry: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``'s function: writes the partition's rows, then yields one
-    record batch with the count written (column ``written``)."""
+    """``mapInArrow``'s function: writes the partition's rows (with ``dry``, only
+    prepares their requests, see :func:`write_rows`), then yields one record batch
+    with the count written (column ``written``)."""
     values = (row for batch in batches for row in rows(batch, columns))
-    written = write_rows(target, columns, version, values)
+    written = write_rows(target, columns, version, values, dry=dry)
     yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
 
 
@@ -49,15 +55,25 @@ def write_rows(
     columns: Sequence[str],
     version: int,
     values: Iterable[Sequence[Any]],
+    *,
+    dry: bool = False,
 ) -> int:
     """Write rows (values in ``columns`` order); raises on the first failed request,
-    else returns how many rows were written."""
+    else returns how many rows were written. With ``dry`` nothing is sent: the rows
+    are bound, grouped by replicas and made into their requests as for a write (the
+    session is opened and the statement prepared), which are then dropped; returns
+    how many rows would have been written. A standby's warm-up runs the first
+    batch's code path so, with rows that must not be written again."""
     session = _session(target)
     statement = _statement(session, target, tuple(columns))
     bound = (statement.bind((*row, version)) for row in values)
     keyed = ((_replicas(session, target.keyspace, b), estimated_size(b.values), b) for b in bound)
     tally = _Tally()
     requests = ((_request(tally.add(group)), None) for group in grouped(keyed, target.bounds))
+    if dry:
+        for _ in requests:
+            pass  # built, never sent
+        return tally.rows
     for _ in execute_concurrent(
         session,
         requests,

@@ -164,17 +164,18 @@ class DatastoreSink:
         finally:
             client.close()
 
-    def write(self, frame: DataFrame, version: int) -> int:
+    def write(self, frame: DataFrame, version: int, *, dry: bool = False) -> int:
         """Write ``frame``, the later of two rows with one key only (``keys``);
         returns the rows written (the executor's count, so the output is evaluated
-        once)."""
+        once). ``dry``: the same Spark job, in which the executors build every
+        entity but send nothing (no lookup, no commit); returns the rows it took."""
         frame = keys.last_per_key(frame, [KEY_COLUMN]) if KEY_COLUMN in frame.columns else frame
         entity_shape = shape(frame.schema)
-        write = partial(write_arrow, self.target, entity_shape, frame.columns, version)
+        write = partial(write_arrow, self.target, entity_shape, frame.columns, version, dry=dry)
         results = frame.mapInArrow(write, RESULT_SCHEMA).collect()
         self.last = sum((WriteResult(**row.asDict()) for row in results), WriteResult())
         logs.event(
-            "datastore write",
+            "datastore dry write" if dry else "datastore write",
             kind=self.target.kind,
             version=version,
             rows=self.last.rows,
@@ -226,11 +227,14 @@ def write_arrow(
     columns: Sequence[str],
     version: int,
     batches: Iterable[pa.RecordBatch],
+    *,
+    dry: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``'s function: writes the partition, yields its :class:`WriteResult`
-    as one row of :data:`RESULT_SCHEMA`."""
+    """``mapInArrow``'s function: writes the partition (``dry``: see
+    :func:`write_partition`), yields its :class:`WriteResult` as one row of
+    :data:`RESULT_SCHEMA`."""
     values = (row for batch in batches for row in rows(batch, columns))
-    result = write_partition(target, entity_shape, version, values)
+    result = write_partition(target, entity_shape, version, values, dry=dry)
     fields = dataclasses.asdict(result)
     yield pa.RecordBatch.from_pylist([fields], schema=_RESULT_ARROW)
 
@@ -240,10 +244,15 @@ def write_partition(
     entity_shape: EntityShape,
     version: int,
     rows: Iterable[Sequence[Any]],
+    *,
+    dry: bool = False,
 ) -> WriteResult:
     """Write one Spark partition; failures come back in ``error`` rather than as an
     exception, so Spark does not re-run a task that cannot succeed and the driver
-    gets a message without an executor traceback around it."""
+    gets a message without an executor traceback around it. With ``dry`` the
+    client is made and every chunk's entities are built as for a write, then
+    dropped: nothing is sent (a standby's warm-up, with rows that must not be
+    written again); ``rows`` counts them, ``written`` and ``chunks`` stay 0."""
     counted = _Counted(rows)
     flight: Flight[WriteResult] = Flight(target.concurrency)
     result = WriteResult()
@@ -254,6 +263,8 @@ def write_partition(
                 ident: _entity(client, target.kind, entity_shape.values(row), ident, version)
                 for ident, row in chunk.items()
             }
+            if dry:
+                continue  # built, never sent
             write = partial(_write_chunk, client, entities, version, target)
             result = sum(flight.submit(set(entities), write), result)
             if result.error:
