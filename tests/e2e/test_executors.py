@@ -27,14 +27,12 @@ from sluice_dev.nodeagent import control
 from sluice_dev.produce import Background
 from sluice_operator import naming
 from tests.support import state
-from tests.support.e2e import Setup, SinkReport, sink_report
+from tests.support.e2e import UNTIL_STOPPED, Setup, SinkReport, sink_report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 EXECUTORS = 2
-UNTIL_STOPPED = 1_000_000
-"""The events are produced at a steady rate until the test's faults are over."""
 
 
 def executor_pid(setup: Setup, pod: Any) -> int:
@@ -47,9 +45,7 @@ def executor_pid(setup: Setup, pod: Any) -> int:
 
 def assert_exact(setup: Setup, production: Background, factory: EventFactory) -> None:
     """The faults are over: stop producing, drain, and every event is in the sink once."""
-    production.stop()
-    setup.drained(production, timeout=300)
-    count = production.produced
+    count = setup.stop_and_drain(production, timeout=300)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     print(report)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
@@ -73,9 +69,17 @@ def status_node(setup: Setup, pod_name: str) -> str:
     return str(pod.spec.node_name)
 
 
-def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_crash(
+def test_executors_exact_through_an_executor_kill_its_node_crash_an_upgrade_and_a_partition(
     setup: Setup, driver_cluster_role: str
 ) -> None:
+    """One pipeline with two executors, its faults one after the other while events
+    flow: an executor killed and an executor's node crashed (Spark replaces them, no
+    driver restart); a clean-stop upgrade (the v1 driver's executors go with it, v2
+    starts its own); the driver's node lost (the operator replaces the driver, the old
+    driver's executors, owned by its pod, are deleted with that pod, also the one on
+    the healthy node, and the zombie driver commits nothing after the new claim).
+    Then every event is in the sink once, and deleting the pipeline removes driver
+    and executors."""
     factory = EventFactory(seed=71)
     setup.operators.start()
     setup.kubectl.apply(setup.manifest("v1", executors=EXECUTORS))
@@ -83,13 +87,38 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
     status = setup.pipeline.wait_phase("Running", epoch=1, timeout=240)
     setup.wait_commit_by(1, timeout=300)
 
+    _executor_kill_and_node_crash(setup, status["driverPod"])
+    assert production.running, "the executor faults happened while events were being produced"
+    status = setup.pipeline.status()
+    assert (status["epoch"], status["restarts"]) == (1, 0), (
+        "an executor's loss is not a driver restart"
+    )
+
+    _upgrade_then_partition(setup)
+    assert production.running, "the driver's node was lost while events were being produced"
+
+    assert_exact(setup, production, factory)
+    by_zombie, claimed_at = setup.zombie_batches(zombie=2, successor=3)
+    assert by_zombie, "the epoch 2 driver committed before its node was lost"
+    assert max(by_zombie) <= claimed_at, "no commit by the zombie after the claim"
+
+    setup.pipeline.delete()
+    wait_for(
+        lambda: not setup.pipeline.live_pods() and not setup.pipeline.executor_pods(),
+        timeout=180,
+        what="the driver and executor pods to go with the pipeline",
+    )
+
+
+def _executor_kill_and_node_crash(setup: Setup, driver_pod: str) -> None:
+    """v1's two executors, one on each node, as a user sees them; one killed, then the
+    node of one (not the driver's) crashed: Spark replaces them and commits go on."""
     executors = wait_for(
         lambda: setup.pipeline.running_executors(EXECUTORS),
         timeout=120,
         what=f"{EXECUTORS} running executor pods",
     )
     print("\n" + setup.kubectl("get", "pods", "-n", setup.pipeline.namespace, "-o", "wide"))
-    driver_pod = status["driverPod"]
     prefix = naming.executor_pod_prefix(setup.pipeline.name, 1)
     nodes = {pod.spec.node_name for pod in executors}
     assert nodes == {agent.node for agent in setup.agents}, "one executor on each node"
@@ -119,7 +148,6 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
         f"executor {victim.metadata.name} killed; now "
         + ", ".join(p.metadata.name for p in replacement)
     )
-    assert production.running, "the executor was killed while events were being produced"
 
     # The node of an executor (not the driver's) crashes: its processes die with it.
     # Spark loses the executor mid-stream, reruns its tasks on the other one and asks
@@ -130,7 +158,6 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
     crashed_at = last_batch(setup)
     control.crash(setup.layout, lost.node, port=lost.port)
     wait_new_commit(setup, crashed_at)  # on the one executor left
-    assert production.running, "the node was lost while events were being produced"
     control.heal(setup.layout, lost.node, port=lost.port)
     healed = wait_for(
         lambda: setup.pipeline.running_executors(EXECUTORS, without=lost_pod.metadata.name),
@@ -143,16 +170,6 @@ def test_two_executors_on_two_nodes_exact_through_an_executor_kill_and_its_node_
         + ", ".join(p.metadata.name for p in healed)
     )
 
-    assert_exact(setup, production, factory)
-    assert setup.pipeline.status()["restarts"] == 0, "an executor's loss is not a driver restart"
-
-    setup.pipeline.delete()
-    wait_for(
-        lambda: not setup.pipeline.live_pods() and not setup.pipeline.executor_pods(),
-        timeout=180,
-        what="the driver and executor pods to go with the pipeline",
-    )
-
 
 def executors_of(setup: Setup, epoch: int) -> set[str]:
     return {
@@ -162,23 +179,11 @@ def executors_of(setup: Setup, epoch: int) -> set[str]:
     }
 
 
-def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
-    setup: Setup, driver_cluster_role: str
-) -> None:
+def _upgrade_then_partition(setup: Setup) -> None:
     """A clean-stop upgrade: the v1 driver's executors go with it, v2 starts its own.
-    Then the driver's node is lost: the operator replaces the driver, and the old
-    driver's executors (owned by its pod) are deleted with that pod, also the one on
-    the healthy node; the zombie driver commits nothing after the new claim."""
-    factory = EventFactory(seed=72)
-    setup.operators.start()
-    setup.kubectl.apply(setup.manifest("v1", executors=EXECUTORS))
-    production = setup.produce(UNTIL_STOPPED, factory)
-    setup.pipeline.wait_phase("Running", epoch=1, timeout=240)
-    setup.wait_commit_by(1, timeout=300)
-    wait_for(
-        lambda: setup.pipeline.running_executors(EXECUTORS), timeout=120, what="v1's executors"
-    )
-
+    Then the driver's node is lost: the operator replaces the driver (epoch 3), and
+    the old driver's executors (owned by its pod) are deleted with that pod, also the
+    one on the healthy node."""
     setup.kubectl.apply(setup.manifest("v2", executors=EXECUTORS))
     status = setup.pipeline.wait_phase("Running", epoch=2, timeout=240)
     setup.wait_commit_by(2, timeout=300)
@@ -188,13 +193,11 @@ def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
         what="v2's executors only",
     )
     print("\n" + setup.kubectl("get", "pods", "-n", setup.pipeline.namespace, "-o", "wide"))
-    assert production.running, "the upgrade happened while events were being produced"
 
     driver_node = status_node(setup, status["driverPod"])
     lost = next(a for a in setup.agents if a.node == driver_node)
     control.partition(setup.layout, lost.node, port=lost.port)
     setup.pipeline.wait_phase("Running", epoch=3, timeout=240)
-    assert production.running, "the driver's node was lost while events were being produced"
     wait_for(
         lambda: not executors_of(setup, 2),
         timeout=180,
@@ -204,8 +207,3 @@ def test_upgrade_replaces_executors_and_a_fenced_drivers_executors_go_with_it(
     print(f"{lost.node} (the driver's) partitioned: epoch 3 runs, epoch 2's executors gone")
     control.heal(setup.layout, lost.node, port=lost.port)
     wait_new_commit(setup, last_batch(setup))
-
-    assert_exact(setup, production, factory)
-    by_zombie, claimed_at = setup.zombie_batches(zombie=2, successor=3)
-    assert by_zombie, "the epoch 2 driver committed before its node was lost"
-    assert max(by_zombie) <= claimed_at, "no commit by the zombie after the claim"

@@ -25,7 +25,14 @@ from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent import control
 from sluice_operator import naming
 from tests.support import state
-from tests.support.e2e import JOB_IMAGE, Setup, SinkReport, batch_tags, sink_report
+from tests.support.e2e import (
+    JOB_IMAGE,
+    UNTIL_STOPPED,
+    Setup,
+    SinkReport,
+    batch_tags,
+    sink_report,
+)
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -34,11 +41,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 def test_applied_pipeline_flows_shows_its_progress_and_survives_two_driver_kills(
     setup: Setup,
 ) -> None:
-    factory, count = EventFactory(seed=61), 24_000
+    factory = EventFactory(seed=61)
     setup.operators.start()
     applied = setup.kubectl.apply(setup.manifest("v1"))
     assert f"streamingpipeline.{naming.GROUP}/{setup.pipeline.name} created" in applied
-    production = setup.produce(count, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
 
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
@@ -70,7 +77,7 @@ def test_applied_pipeline_flows_shows_its_progress_and_survives_two_driver_kills
         print(f"kill {kill}: driver of epoch {epoch} (pid {pid}) killed, epoch {epoch + 1} runs")
     assert production.running, "the kills happened while events were being produced"
 
-    setup.drained(production)
+    count = setup.stop_and_drain(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     print(report)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
@@ -82,10 +89,10 @@ def test_applied_pipeline_flows_shows_its_progress_and_survives_two_driver_kills
 def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
     setup: Setup,
 ) -> None:
-    factory, count = EventFactory(seed=62), 15_000
+    factory = EventFactory(seed=62)
     setup.operators.start()
     setup.kubectl.apply(setup.manifest("v1"))
-    production = setup.produce(count, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
     pod, zombie_pid = setup.driver_pid()
@@ -118,7 +125,7 @@ def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
     )
 
     control.heal(setup.layout, lost.node, port=lost.port)
-    setup.drained(production)
+    count = setup.stop_and_drain(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
 
@@ -131,10 +138,10 @@ def test_code_upgrade_with_the_operator_killed_halfway_then_two_bad_upgrades_rol
     batch and an image that does not exist: each fails ``maxFailures`` (2) times and
     the operator runs v2, the last spec that committed, again. The sink ends with
     every event once, by v1 then v2, and no batch by either bad image."""
-    factory, count = EventFactory(seed=63), 24_000
+    factory = EventFactory(seed=63)
     first = setup.operators.start()
     setup.kubectl.apply(setup.manifest("v1"))
-    production = setup.produce(count, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
 
@@ -162,7 +169,7 @@ def test_code_upgrade_with_the_operator_killed_halfway_then_two_bad_upgrades_rol
     setup.wait_commit_by(2)
     rollbacks = _bad_upgrades_roll_back(setup, good="v2")
 
-    setup.drained(production)
+    count = setup.stop_and_drain(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
     history = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)

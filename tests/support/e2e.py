@@ -205,6 +205,10 @@ def batch_tags(session: Any, keyspace: str, pipeline_id: str) -> dict[str, str]:
 
 RATE = 150.0
 """Events per second while the faults happen (a steady stream, not a backlog)."""
+UNTIL_STOPPED = 1_000_000
+"""A count no test reaches: the events are produced at ``RATE`` until the test's faults
+are over and it stops the producer (:meth:`Setup.stop_and_drain`), so a test waits on
+its faults, not on a fixed quantity of events, and no fault can outlast production."""
 
 
 @dataclass
@@ -263,6 +267,13 @@ class Setup:
             timeout=timeout,
             what=f"the pipeline to commit the topic's end offsets {ends}",
         )
+
+    def stop_and_drain(self, production: Background, timeout: float = 240) -> int:
+        """The faults are over: stop producing, wait until the checkpoint holds Kafka's
+        end offsets, and return how many events were produced (``0 .. n-1``, once)."""
+        production.stop()
+        self.drained(production, timeout)
+        return production.produced
 
     def zombie_batches(self, zombie: int, successor: int) -> tuple[list[int], int]:
         """The batches committed by the driver of epoch ``zombie`` and the batch at which
