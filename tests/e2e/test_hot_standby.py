@@ -19,7 +19,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent import control
 from tests.support import state
-from tests.support.e2e import Setup, SinkReport, sink_report
+from tests.support.e2e import UNTIL_STOPPED, Setup, SinkReport, sink_report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -66,12 +66,11 @@ def events(setup: Setup, reason: str) -> list[str]:
 def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_node_exactly(
     setup: Setup,
 ) -> None:
-    factory = EventFactory(seed=66)
-    # Produced all along (the partitioned driver must find records to plan, and so
-    # meet its fence); stopped once it has, and the sink checked against what was.
+    factory = EventFactory(seed=66)  # produced until the faults are over (the partitioned
+    # driver must find records to plan, and so meet its fence), then stopped
     setup.operators.start()
     setup.kubectl.apply(hot(setup.manifest("v1")))
-    production = setup.produce(1_000_000, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
 
@@ -114,9 +113,7 @@ def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_n
     assert max(zombie_batches) <= claimed_at, "no commit by the fenced driver after the claim"
     control.heal(setup.layout, lost.node, port=lost.port)
 
-    production.stop()
-    count = production.wait(60)
-    setup.drained(production)
+    count = setup.stop_and_drain(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
     history = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)

@@ -1,8 +1,8 @@
 """End to end, warm handover upgrades (``spec.upgrade.mode: WarmHandover``) on the
-local stack, with the fixtures of ``test_pipeline``: the v2 driver starts as a standby
-while v1 keeps committing, takes over once v1 has released, and the sink holds every
-event once; a standby whose transform fails its check never interrupts v1, and the
-pipeline says the upgrade failed."""
+local stack, with the fixtures of ``test_pipeline``, on one pipeline: a standby whose
+transform fails its check never interrupts v1, and the pipeline says the upgrade
+failed; then the v2 driver starts as a standby while v1 keeps committing, takes over
+once v1 has released, and the sink holds every event once."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from sluice_api import metrics as metric_names
 from sluice_dev.events import EventFactory
 from sluice_operator import progress
 from tests.support import state
-from tests.support.e2e import JOB_IMAGE, Setup, SinkReport, sink_report
+from tests.support.e2e import JOB_IMAGE, UNTIL_STOPPED, Setup, SinkReport, sink_report
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def warm(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -45,15 +45,24 @@ def _scraped(ip: str, name: str, pipeline: str) -> float | None:
     return None
 
 
-def test_warm_handover_upgrade_under_production_is_exact_and_resumes_at_the_last_commit(
+def test_a_failed_standby_leaves_v1_running_then_a_warm_handover_is_exact_and_resumes(
     setup: Setup,
 ) -> None:
-    factory, count = EventFactory(seed=64), 18_000
+    """One pipeline, two warm upgrades while events flow. First to an image whose
+    transform fails the standby's check: v1 is never interrupted, the standby's pod
+    goes, the pipeline says the upgrade failed. Then to v2: it starts as a standby
+    while v1 keeps committing, takes over once v1 has released, resumes at v1's last
+    commit, serves its handover gap, and the sink holds every event once."""
+    factory = EventFactory(seed=64)
     setup.operators.start()
     setup.kubectl.apply(warm(setup.manifest("v1")))
-    production = setup.produce(count, factory)
+    production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)
+    v1_pod = setup.pipeline.status()["driverPod"]
+    assert v1_pod.endswith("-driver-1")
+
+    _a_broken_standby_fails_and_v1_goes_on(setup, v1_pod)
 
     setup.kubectl.apply(warm(setup.manifest("v2")))
     wait_for(
@@ -61,29 +70,39 @@ def test_warm_handover_upgrade_under_production_is_exact_and_resumes_at_the_last
         timeout=60,
         what="the v2 driver to start as a standby",
     )
-    (standby,) = [p for p in setup.pipeline.pods() if p.metadata.labels["sluice.dev/epoch"] == "2"]
+    standby = wait_for(  # the status names it before its pod exists (written ahead)
+        lambda: next(
+            (p for p in setup.pipeline.pods() if p.metadata.labels["sluice.dev/epoch"] == "3"),
+            None,
+        ),
+        timeout=60,
+        what="the v2 standby's pod",
+    )
     created = standby.metadata.creation_timestamp
-    assert setup.pipeline.status()["driverPod"].endswith("-driver-1")
-    status = setup.pipeline.wait_phase("Running", epoch=2, timeout=300)
+    assert setup.pipeline.status()["driverPod"] == v1_pod
+    status = setup.pipeline.wait_phase("Running", epoch=3, timeout=300)
     assert status["image"] == f"{JOB_IMAGE}:v2"
     assert status["restarts"] == 0
     assert status.get("standby") is None
-    assert production.running, "the upgrade happened while events were being produced"
-    setup.wait_commit_by(2)
+    assert production.running, "both upgrades happened while events were being produced"
+    (condition,) = [c for c in status["conditions"] if c["type"] == "UpgradeFailed"]
+    assert condition["status"] == "False", "the next spec change tried again, and it took"
+    setup.wait_commit_by(3)
     (handed,) = _events(setup, "HandedOver")
     assert "which exited 0" in handed, "v1 stopped cleanly: it released, it was not fenced"
 
-    setup.drained(production)
+    count = setup.stop_and_drain(production)
     report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
 
     history = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
+    assert {row.epoch for row in history} == {1, 3}, "the broken standby committed nothing"
     ids = [row.batch_id for row in history]
     assert ids == list(range(ids[0], ids[0] + len(ids))), "one chain of batch ids, none twice"
     epochs = [row.epoch for row in history]
     assert epochs == sorted(epochs), "no v1 batch after the first v2 one"
     last_v1 = max((row for row in history if row.epoch == 1), key=lambda r: r.batch_id)
-    first_v2 = min((row for row in history if row.epoch == 2), key=lambda r: r.batch_id)
+    first_v2 = min((row for row in history if row.epoch == 3), key=lambda r: r.batch_id)
     assert first_v2.batch_id == last_v1.batch_id + 1
     after_v1 = _ends_after(history, last_v1.batch_id)
     starts = {
@@ -94,7 +113,7 @@ def test_warm_handover_upgrade_under_production_is_exact_and_resumes_at_the_last
     assert starts, "the first v2 batch read records"
     assert all(starts[p] == after_v1[p] for p in starts), "v2 starts where v1 committed"
     (claim,) = [
-        c for c in state.claims(setup.cassandra, setup.keyspace, setup.pipeline_id) if c.epoch == 2
+        c for c in state.claims(setup.cassandra, setup.keyspace, setup.pipeline_id) if c.epoch == 3
     ]
     assert claim.batch_id_at_claim == last_v1.batch_id
     while_starting = [
@@ -115,29 +134,10 @@ def test_warm_handover_upgrade_under_production_is_exact_and_resumes_at_the_last
     )
 
 
-def _ends_after(history: list[Any], batch_id: int) -> dict[int, int]:
-    """Per partition, the next offset to read once batch ``batch_id`` is committed."""
-    ends: dict[int, int] = {}
-    for row in history:
-        if row.batch_id > batch_id:
-            break
-        for parts in json.loads(row.ranges).values():
-            for partition, (_, end) in parts.items():
-                ends[int(partition)] = int(end)
-    return ends
-
-
-def test_a_standby_whose_transform_fails_leaves_the_old_driver_running_then_a_fix_lands(
-    setup: Setup,
-) -> None:
-    factory, count = EventFactory(seed=65), 30_000
-    setup.operators.start()
-    setup.kubectl.apply(warm(setup.manifest("v1")))
-    production = setup.produce(count, factory)
-    setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
-    setup.wait_commit_by(1)
-    v1_pod = setup.pipeline.status()["driverPod"]
-
+def _a_broken_standby_fails_and_v1_goes_on(setup: Setup, v1_pod: str) -> None:
+    """Apply the broken image: its standby fails the check, v1 (epoch 1) keeps running
+    and committing, and the pipeline says the upgrade failed, in a condition and an
+    Event."""
     setup.kubectl.apply(warm(setup.manifest("broken")))
     status = wait_for(
         lambda: (
@@ -170,15 +170,14 @@ def test_a_standby_whose_transform_fails_leaves_the_old_driver_running_then_a_fi
     )
     assert (setup.pipeline.status()["epoch"], setup.pipeline.status()["restarts"]) == (1, 0)
 
-    setup.kubectl.apply(warm(setup.manifest("v2")))
-    status = setup.pipeline.wait_phase("Running", epoch=3, timeout=300)
-    assert status["image"] == f"{JOB_IMAGE}:v2"
-    assert production.running, "both upgrades happened while events were being produced"
-    (condition,) = [c for c in status["conditions"] if c["type"] == "UpgradeFailed"]
-    assert condition["status"] == "False", "the next spec change tried again, and it took"
-    setup.wait_commit_by(3)
-    setup.drained(production)
-    report = sink_report(setup.cassandra, setup.keyspace, setup.pipeline_id, factory, count)
-    assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
-    history = state.history(setup.cassandra, setup.keyspace, setup.pipeline_id)
-    assert {row.epoch for row in history} == {1, 3}, "the broken standby committed nothing"
+
+def _ends_after(history: list[Any], batch_id: int) -> dict[int, int]:
+    """Per partition, the next offset to read once batch ``batch_id`` is committed."""
+    ends: dict[int, int] = {}
+    for row in history:
+        if row.batch_id > batch_id:
+            break
+        for parts in json.loads(row.ranges).values():
+            for partition, (_, end) in parts.items():
+                ends[int(partition)] = int(end)
+    return ends
