@@ -23,7 +23,6 @@ finish its kills or the sink was not exact.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -38,7 +37,7 @@ from typing import Any, Final
 
 from cassandra.cluster import Session
 
-from bench import fixtures, handover
+from bench import fixtures, handover, options
 from bench.files import write
 from bench.fixtures import BOOTSTRAP, CONTACT, Names, Topics
 from bench.settings import RESULTS
@@ -64,8 +63,9 @@ class Settings:
     kills: int = 5
     rate: float = 200.0
     partitions: int = 4
-    settle_seconds: float = 20.0
-    """Steady state before each kill; the standby's CPU is measured over it."""
+    settle_seconds: float = 30.0
+    """Steady state before each kill; the standby's CPU is measured over it (at least
+    one of its warm-ups, every 30 s, falls in it)."""
     timeout: float = 300.0
     results: Path = RESULTS
 
@@ -279,15 +279,7 @@ def report(results: Sequence[ModeResult], exact: bool, load: float) -> str:
 
 
 def parse(argv: Sequence[str] | None) -> Settings:
-    parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__)
-    base = Settings()
-    for name in ("kills", "rate", "partitions", "settle_seconds", "timeout"):
-        parser.add_argument("--" + name.replace("_", "-"), type=type(getattr(base, name)))
-    parser.add_argument("--results", type=Path, default=None)
-    args = parser.parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if v is not None and k != "results"}
-    settings = Settings(**given)
-    return Settings(**{**asdict(settings), "results": args.results}) if args.results else settings
+    return options.parse(Settings, "python -m bench.failover", __doc__, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

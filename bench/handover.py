@@ -22,7 +22,6 @@ when a mode did not finish its upgrades or its sink was not exact.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -37,7 +36,7 @@ from typing import Any, Final
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 
-from bench import fixtures
+from bench import fixtures, options
 from bench.executor_figures import TRANSFORM
 from bench.files import write
 from bench.fixtures import BOOTSTRAP, CONTACT, Names, Topics
@@ -286,15 +285,7 @@ def report(results: Sequence[ModeResult], load: float) -> str:
 
 
 def parse(argv: Sequence[str] | None) -> Settings:
-    parser = argparse.ArgumentParser(prog="python -m bench.handover", description=__doc__)
-    base = Settings()
-    for name in ("upgrades", "rate", "partitions", "settle_seconds", "timeout"):
-        parser.add_argument("--" + name.replace("_", "-"), type=type(getattr(base, name)))
-    parser.add_argument("--results", type=Path, default=None)
-    args = parser.parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if v is not None and k != "results"}
-    settings = Settings(**given)
-    return Settings(**{**asdict(settings), "results": args.results}) if args.results else settings
+    return options.parse(Settings, "python -m bench.handover", __doc__, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,11 +3,12 @@ lifecycle rules and the metrics recorded from them)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
-from sluice_operator.model import NodeView, Observed, PodView, Status
+from sluice_operator import naming
+from sluice_operator.model import NodeView, Observed, PodPhase, PodView, Status
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 SPEC: dict[str, Any] = {
@@ -43,3 +44,17 @@ def observed(status: Status, pods: tuple[PodView, ...] = (), **kw: Any) -> Obser
     }
     values.update(kw)
     return Observed(**values)
+
+
+def standby_pod(epoch: int = 5, age: float = 10, **fields: Any) -> PodView:
+    """The pod of pipeline ``kpis``'s standby of ``epoch``, created ``age`` seconds
+    before ``NOW`` on node ``n2``, running; ``fields`` override."""
+    values: dict[str, Any] = {
+        "phase": PodPhase.RUNNING,
+        "node": "n2",
+        "created_at": NOW - timedelta(seconds=age),
+        "running_since": NOW - timedelta(seconds=age - 1),
+        "ip": "10.0.0.5",
+        **fields,
+    }
+    return PodView(naming.driver_pod("kpis", epoch), epoch, **values)

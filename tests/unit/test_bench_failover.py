@@ -40,3 +40,10 @@ def test_the_report_gives_each_modes_median_and_what_a_standby_costs() -> None:
     assert "804 MB resident (the driver beside it: 904 MB), 0.080 of a core" in text
     assert "Sink exact: yes" in text
     assert "median of 3" in text
+
+
+def test_the_command_line_sets_the_fields_given_and_keeps_the_rest() -> None:
+    settings = failover.parse(["--kills", "3", "--settle-seconds", "12.5", "--results", "/r"])
+    assert (settings.kills, settings.settle_seconds) == (3, 12.5)
+    assert str(settings.results) == "/r"
+    assert settings.rate == failover.Settings().rate

@@ -35,7 +35,7 @@ from sluice_operator.model import (
     Status,
 )
 from sluice_operator.progress import DriverProgress
-from tests.support.observations import NOW, observed, spec
+from tests.support.observations import NOW, observed, spec, standby_pod
 
 pytestmark = pytest.mark.unit
 
@@ -55,15 +55,7 @@ def driver(epoch: int = 4, **fields: Any) -> PodView:
 
 
 def spare(epoch: int = 5, age: float = 30, **fields: Any) -> PodView:
-    values: dict[str, Any] = {
-        "phase": PodPhase.RUNNING,
-        "node": "n2",
-        "created_at": NOW - timedelta(seconds=age),
-        "running_since": NOW - timedelta(seconds=age - 1),
-        "ip": "10.0.0.5",
-        **fields,
-    }
-    return PodView(naming.driver_pod("kpis", epoch), epoch, **values)
+    return standby_pod(epoch, age, **fields)
 
 
 def status(standby: Standby | None = None, epoch: int = 4) -> Status:

@@ -28,7 +28,7 @@ from sluice_operator.model import (
     StopReason,
 )
 from sluice_operator.progress import DriverProgress
-from tests.support.observations import NOW, observed, spec
+from tests.support.observations import NOW, observed, spec, standby_pod
 
 pytestmark = pytest.mark.unit
 
@@ -56,18 +56,6 @@ def running(epoch: int = 4) -> tuple[Status, PodView]:
         observed_generation=1,
     )
     return status, pod
-
-
-def standby_pod(epoch: int = 5, age: float = 10, **fields: Any) -> PodView:
-    values: dict[str, Any] = {
-        "phase": PodPhase.RUNNING,
-        "node": "n2",
-        "created_at": NOW - timedelta(seconds=age),
-        "running_since": NOW - timedelta(seconds=age - 1),
-        "ip": "10.0.0.5",
-        **fields,
-    }
-    return PodView(naming.driver_pod("kpis", epoch), epoch, **values)
 
 
 def ready(epoch: int = 5) -> DriverProgress:
