@@ -46,7 +46,7 @@ from sluice_dev.events import EventFactory
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import Layout
 from sluice_dev.produce import produce
-from sluice_dev.servers import kube, nodeagent
+from sluice_dev.servers import nodeagent
 from sluice_operator import naming
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 
@@ -55,14 +55,7 @@ IMAGE: Final = "sluice-bench/job"
 OPERATOR: Final = "bench-operator"
 OPERATOR_PORT: Final = 18092 + ports.OFFSET
 """Beside the demo's operator (18090): both may run on one stack."""
-SERVERS: Final = (
-    "kafka",
-    "cassandra",
-    kube.APISERVER,
-    kube.CONTROLLER_MANAGER,
-    kube.SCHEDULER,
-    nodeagent.NAME,
-)
+SERVERS: Final = fixtures.OPERATOR_SERVERS
 SEEDS: Final = {"local": 21, "executors": 22}
 START_TIMEOUT: Final = 300.0
 

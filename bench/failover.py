@@ -143,19 +143,14 @@ def manifest(mode: str, topic: str, keyspace: str) -> dict[str, Any]:
     return body
 
 
-def status(cluster: handover.Cluster) -> dict[str, Any]:
-    found = cluster.kubectl(
-        "get", "sp", PIPELINE, "-n", NAMESPACE, "-o", "json", "--ignore-not-found"
-    )
-    return (json.loads(found).get("status") or {}) if found.strip() else {}
-
-
 def one_kill(
     cluster: handover.Cluster, session: Session, keyspace: str, topic: str, mode: str, s: Settings
 ) -> Kill:
     cluster.kubectl.apply(manifest(mode, topic, keyspace))
     current = handover.wait(
-        lambda: (st := status(cluster)).get("phase") == "Running" and st, s.timeout, "Running"
+        lambda: (st := cluster.status(PIPELINE)).get("phase") == "Running" and st,
+        s.timeout,
+        "Running",
     )
     epoch, driver = int(current["epoch"]), str(current["driverPod"])
     handover.wait(
@@ -166,7 +161,7 @@ def one_kill(
     if mode == "HotStandby":
         spare = handover.wait(
             lambda: (
-                ((st := status(cluster)).get("standby") or {}).get("state") == "Ready"
+                ((st := cluster.status(PIPELINE)).get("standby") or {}).get("state") == "Ready"
                 and st["standby"]["pod"]
             ),
             s.timeout,
@@ -242,15 +237,9 @@ def run(cluster: handover.Cluster, session: Session, s: Settings) -> tuple[list[
         "every produced event in the sink",
     )
     exact = fixtures.count_rows(session, keyspace, handover.TABLE) == events
-    delete(cluster)
+    cluster.delete(PIPELINE)
     fixtures.drop_keyspace(session, keyspace)
     return list(results.values()), exact
-
-
-def delete(cluster: handover.Cluster) -> None:
-    cluster.kubectl(
-        "delete", "sp", PIPELINE, "-n", NAMESPACE, "--ignore-not-found", "--timeout=300s"
-    )
 
 
 def report(results: Sequence[ModeResult], exact: bool, load: float) -> str:
@@ -287,17 +276,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = Layout.from_env()
     say(f"settings: {s}")
     fixtures.ensure_stack(layout, say, handover.SERVERS)
-    cluster = handover.Cluster(layout)
+    cluster = handover.Cluster(layout, NAMESPACE)
     localcluster.operator_for(
         layout, cluster.kubectl, namespace=NAMESPACE, name=OPERATOR, port=OPERATOR_PORT, say=say
     )
     for reference in localcluster.register_job_images(layout, handover.IMAGE, ("v1",)):
         handover.with_checkout(layout, reference)
     with fixtures.cassandra_session(CONTACT) as session:
-        delete(cluster)  # left by an interrupted run
+        cluster.delete(PIPELINE)  # left by an interrupted run
         results, exact = run(cluster, session, s)
-    with open("/proc/loadavg") as loadavg:
-        load = float(loadavg.read().split()[0])
+    load = os.getloadavg()[0]
     text = report(results, exact, load)
     stamp = f"{Names.fresh().stamp}-failover"
     doc = {

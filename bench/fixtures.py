@@ -27,11 +27,20 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from sluice_dev import ports
 from sluice_dev import stack as local_stack
 from sluice_dev.paths import Layout
-from sluice_dev.servers import kafka
+from sluice_dev.servers import kafka, kube, nodeagent
 from sluice_dev.servers import spark as spark_artifact
 from sluice_job.cassandra_session import connect
 
 SERVERS: Final = ("kafka", "cassandra")
+OPERATOR_SERVERS: Final = (
+    *SERVERS,
+    kube.APISERVER,
+    kube.CONTROLLER_MANAGER,
+    kube.SCHEDULER,
+    nodeagent.NAME,
+)
+"""What a bench running pipelines under the operator needs: the stores, the control
+plane and the node agent."""
 
 EVENTS_TABLE: Final = """CREATE TABLE {keyspace}.{table} (event_id text PRIMARY KEY,
     seq bigint, page text, action text, user_id text, event_time timestamp,

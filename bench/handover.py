@@ -23,6 +23,7 @@ when a mode did not finish its upgrades or its sink was not exact.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -46,7 +47,6 @@ from sluice_dev.events import EventFactory
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import Background
-from sluice_dev.servers import kube, nodeagent
 from sluice_operator import naming
 
 NAMESPACE: Final = "sluice-bench-handover"
@@ -54,14 +54,7 @@ IMAGE: Final = "sluice-bench/job"
 OPERATOR: Final = "bench-handover-operator"
 OPERATOR_PORT: Final = 18093 + ports.OFFSET
 """Beside the demo's (18090) and the executor bench's (18092) operators."""
-SERVERS: Final = (
-    "kafka",
-    "cassandra",
-    kube.APISERVER,
-    kube.CONTROLLER_MANAGER,
-    kube.SCHEDULER,
-    nodeagent.NAME,
-)
+SERVERS: Final = fixtures.OPERATOR_SERVERS
 MODES: Final = ("CleanStop", "WarmHandover")
 PIPELINE: Final = "handover"
 TABLE: Final = "events"
@@ -160,18 +153,21 @@ def wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 class Cluster:
-    def __init__(self, layout: Layout) -> None:
+    """The pipelines of one namespace, through kubectl."""
+
+    def __init__(self, layout: Layout, namespace: str = NAMESPACE) -> None:
         self.kubectl = Kubectl(layout)
+        self.namespace = namespace
 
     def status(self, pipeline: str) -> dict[str, Any]:
         found = self.kubectl(
-            "get", "sp", pipeline, "-n", NAMESPACE, "-o", "json", "--ignore-not-found"
+            "get", "sp", pipeline, "-n", self.namespace, "-o", "json", "--ignore-not-found"
         )
         return (json.loads(found).get("status") or {}) if found.strip() else {}
 
     def delete(self, pipeline: str) -> None:
         self.kubectl(
-            "delete", "sp", pipeline, "-n", NAMESPACE, "--ignore-not-found", "--timeout=300s"
+            "delete", "sp", pipeline, "-n", self.namespace, "--ignore-not-found", "--timeout=300s"
         )
 
 
@@ -302,8 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with fixtures.cassandra_session(CONTACT) as session:
         cluster.delete(PIPELINE)  # left by an interrupted run
         results = run(cluster, session, s)
-    with open("/proc/loadavg") as loadavg:
-        load = float(loadavg.read().split()[0])
+    load = os.getloadavg()[0]
     text = report(results, load)
     stamp = f"{Names.fresh().stamp}-handover"
     doc = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -132,9 +133,9 @@ def test_a_standby_asked_to_stop_claims_nothing() -> None:
 
 
 @pytest.fixture
-def control() -> Control:
+def control() -> Iterator[Control]:
     served = Control("127.0.0.1", 0, epoch=5).start()
-    yield served  # type: ignore[misc]
+    yield served
     served.close()
 
 
