@@ -10,7 +10,10 @@ shows the hashes are required: an altered hash, or a dependency missing from the
 fails the install naming the package.
 
 Unlike the Dockerfiles (UV_NO_CACHE=1) it uses uv's cache, so a warm run is fast and
-needs no download (the index is still asked for its listings).
+needs no download (the index is still asked for its listings). uv's cache only ever
+adds: each run builds pyspark from its sdist again into a new entry (0.5-1.4 GB), so
+every test here prunes the cache after itself (``uv cache prune`` keeps what the
+newest entries use); without it a developer's disk filled after some forty runs.
 The elapsed time of each install is printed (pytest -s).
 """
 
@@ -24,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +38,27 @@ from sluice_dev.paths import REPO_ROOT
 pytestmark = pytest.mark.integration
 
 UV = Path(sys.executable).parent / "uv"
+
+
+def uv_env() -> dict[str, str]:
+    """This environment without the virtualenv's own variables: uv installs where told."""
+    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+
+def prune_cache() -> Path:
+    """``uv cache prune`` on the cache the installs used; its directory."""
+    subprocess.run([str(UV), "cache", "prune", "--quiet"], env=uv_env(), check=True, timeout=600)
+    where = subprocess.run(
+        [str(UV), "cache", "dir"], env=uv_env(), capture_output=True, text=True, check=True
+    )
+    return Path(where.stdout.strip())
+
+
+@pytest.fixture(autouse=True)
+def pruned_cache() -> Iterator[None]:
+    """Every test's install leaves uv's cache pruned, passed or not."""
+    yield
+    prune_cache()
 
 
 def build_steps(dockerfile: Path) -> tuple[list[str], list[list[str]]]:
@@ -68,7 +93,7 @@ def run_steps(commands: list[list[str]], src: Path, venv: Path) -> subprocess.Co
     """The Dockerfile's uv commands in order, with this machine's uv and ``venv`` for
     /opt/venv; stops at the first that fails and returns it."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env = uv_env()
     done = subprocess.CompletedProcess[str]([], 0, "", "")
     for command in commands:
         argv = [str(UV), *command[1:]]
@@ -92,7 +117,7 @@ def install(dockerfile: Path, workdir: Path) -> tuple[Path, float]:
 
 def in_venv(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Runs the venv's python outside the source tree, as the image would."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env = uv_env()
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
         [str(venv / "bin" / "python"), *args],
@@ -154,6 +179,12 @@ def test_job_image_install_steps(tmp_path: Path) -> None:
     assert others == {"sluice_operator": None, "sluice_dev": None}
     version = in_venv(venv, "-c", "import pyspark; print(pyspark.__version__)")
     assert version.stdout.strip() == versions.SPARK
+    builds = [
+        entry
+        for entry in (prune_cache() / "sdists-v10" / "pypi" / "pyspark" / versions.SPARK).iterdir()
+        if entry.is_dir()
+    ]
+    assert len(builds) == 1, f"uv's cache keeps one pyspark build, not {len(builds)}: {builds}"
 
 
 def tamper(requirements: Path, package: str) -> str:
