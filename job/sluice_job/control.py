@@ -12,10 +12,15 @@ from __future__ import annotations
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Final
 
 from sluice_api import promotion
 from sluice_job import logs
+
+SHUTDOWN_POLL_SECONDS: Final = 0.02
+"""How often the serving loop looks whether it was asked to stop. ``socketserver``'s
+default, 0.5 s, was half of the claim time in a warm handover's gap: the standby
+closes its control port before it claims."""
 
 
 class Control:
@@ -28,7 +33,10 @@ class Control:
         self._server = ThreadingHTTPServer((host or "0.0.0.0", port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="sluice-control", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
+            name="sluice-control",
+            daemon=True,
         )
 
     @property
@@ -41,6 +49,8 @@ class Control:
         return self
 
     def close(self) -> None:
+        """Stop serving: waits for the serving loop's next look at its shutdown flag
+        (at most :data:`SHUTDOWN_POLL_SECONDS`), which a standby's takeover waits for."""
         self._server.shutdown()
         self._server.server_close()
 

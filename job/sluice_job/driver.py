@@ -12,7 +12,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cassandra import Unauthorized
@@ -54,6 +54,7 @@ from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutD
 from sluice_job.execute import KafkaRecords, Records, SparkExecutor
 from sluice_job.groupoffsets import GroupOffsets, group_name
 from sluice_job.kafka_config import KafkaAccess, KafkaCredentialsError
+from sluice_job.offsets import TopicPartition
 from sluice_job.planner import OffsetOutOfRangeError, Policy
 from sluice_job.ports import Observer, Observers
 from sluice_job.pubsub import deadletter as pubsub_deadletter
@@ -216,7 +217,8 @@ def _kafka_runner(parts: Parts) -> Runner | None:
     if cfg.standby:
         topics = source.topics
         outages.through_outages("kafka", lambda: watermarks.fetch(topics), parts.prometheus)
-        gap = _standby(parts, client)
+        lows = functools.partial(_lows, watermarks, topics)
+        gap = _standby(parts, client, lows)
         if gap is None:
             return None
         observer = Observers((observer, gap))
@@ -301,7 +303,16 @@ def _pubsub_standby_turn(parts: Parts) -> bool:
     return _promotion(parts, lambda: None) is not None
 
 
-def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverGap | None:
+def _lows(watermarks: WatermarkReader, topics: Sequence[str]) -> dict[TopicPartition, int]:
+    """Each partition's oldest retained offset."""
+    return {tp: marks.low for tp, marks in watermarks.fetch(topics).items()}
+
+
+def _standby(
+    parts: Parts,
+    kafka_config: Mapping[str, str],
+    lows: Callable[[], Mapping[TopicPartition, int]],
+) -> standby.HandoverGap | None:
     cfg = parts.cfg
     ready = functools.partial(
         standby.get_ready,
@@ -314,6 +325,7 @@ def _standby(parts: Parts, kafka_config: Mapping[str, str]) -> standby.HandoverG
         kafka_config=kafka_config,
         store=parts.store,
         reject_budget=parts.dead_letters.payload_budget,
+        lows=lows,
     )
     if not cfg.hot:
         control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()

@@ -15,8 +15,9 @@ Before the claim, the standby (``SLUICE_STANDBY=1``, set by the operator):
    output goes through the sink's write, which checks its columns against the table
    and writes no row; this also warms the write path, whose first run in a new JVM
    costs far more than a batch (Python workers, imports, the sink's connections);
-   then it reads the last committed record of each partition again and runs the
-   first batch's jobs over them, the sink's write as a dry run that sends nothing
+   then it reads the last committed records of each partition again (up to
+   :data:`WARM_UP_RECORDS` each) and runs the first batch's jobs over them, twice
+   (:data:`WARM_UP_RUNS`), the sink's write as a dry run that sends nothing
    (:func:`warm_read`), which warms Spark's Kafka consumers, the plans and code of a
    batch with rows and the sink's executor side;
 3. says it is ready: ``sluice_standby_ready`` 1 on its ``/metrics`` (the operator reads
@@ -61,6 +62,21 @@ from sluice_job.transform import TransformFn
 
 POLL_SECONDS: Final = 0.1
 """How often a ready standby reads the checkpoint row for the previous epoch's release."""
+
+WARM_UP_RECORDS: Final = 50
+"""How many of each partition's last committed records the warm-up reads again: about
+what a batch of a busy pipeline holds per task, so the executors' per-row code (Kafka
+records, Arrow, the transform, the sink's binding) has run on as many rows as a first
+batch brings. Measured by ``bench.handover`` (200 events/s, 4 partitions): the first
+batch's write took 1.5 s after a warm-up over one record per partition, 1.0-1.6 s
+after 50, against 0.6-0.8 s for a running driver's."""
+
+WARM_UP_RUNS: Final = 2
+"""How often a standby runs the warm-up before it says ready. The second run is the
+one whose plans and code the first batch finds compiled: in ``bench.handover`` the
+first batch took 1.2-1.4 s after two runs, 1.3-2.0 s after one, and the upgrade gap's
+median went from 1.66 s to 1.47 s. It costs the standby a second or two before it is
+ready, while the old driver still runs."""
 
 
 class StandbyCheckError(ValueError):
@@ -134,6 +150,22 @@ def _every_stage(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(key, before if before is not None else "true")
 
 
+def warm_ranges(
+    positions: Mapping[TopicPartition, int],
+    lows: Mapping[TopicPartition, int],
+    records: int = WARM_UP_RECORDS,
+) -> list[OffsetRange]:
+    """The last ``records`` committed offsets of each partition (``positions``: the
+    next to read), none below the partition's oldest retained offset (``lows``, a
+    partition missing there counts from 0): reading below it would fail the read."""
+    ranges = []
+    for tp, end in sorted(positions.items()):
+        start = max(lows.get(tp, 0), end - records, 0)
+        if start < end:
+            ranges.append(OffsetRange(tp, start, end))
+    return ranges
+
+
 def warm_read(
     spark: SparkSession,
     kafka_config: Mapping[str, str],
@@ -142,9 +174,11 @@ def warm_read(
     options: Mapping[str, Any],
     sink: Sink | None = None,
     reject_budget: int = NoDeadLetters.payload_budget,
+    lows: Callable[[], Mapping[TopicPartition, int]] = dict,
 ) -> int:
-    """Run the first batch's Spark jobs over the last committed record of each
-    partition again, writing nothing: the rejects are cut and counted as a batch
+    """Run the first batch's Spark jobs over the last committed records of each
+    partition again (:func:`warm_ranges`, the oldest retained offsets from ``lows``),
+    writing nothing: the rejects are cut and counted as a batch
     counts them (``execute.measure``, ``reject_budget`` as the dead-letter writer's),
     and the output goes through ``sink``'s dry-run write (``Sink.write(dry=True)``),
     the batch's own job (Kafka read, transform, one row per key, ``mapInArrow`` into
@@ -157,14 +191,17 @@ def warm_read(
     hand-over), which counting the output prunes away: measured in a fresh JVM, the
     first batch's jobs cost 2.4 to 3.2 CPU seconds more than the next ones after a
     count, 0.7 to 0.9 s more after this (the sink's Python side costs milliseconds
-    either way). Without a sink the output is counted. Best effort: returns the
-    records read, 0 when nothing could be (say, retention deleted them); never
-    raises, and logs what it skipped."""
-    ranges = [OffsetRange(tp, end - 1, end) for tp, end in sorted(positions.items()) if end > 0]
-    if not ranges:
+    either way). Without a sink the output is counted. Best effort: returns how many
+    offsets it read, 0 when nothing could be read (nothing committed yet, retention
+    deleted it, Kafka away); never raises, and logs what it skipped."""
+    if not any(end > 0 for end in positions.values()):
         return 0
-    step, started = "read", time.monotonic()
+    step, started = "watermarks", time.monotonic()
     try:
+        ranges = warm_ranges(positions, lows())
+        if not ranges:
+            return 0
+        step = "read"
         records = reader.read(spark, kafka_config, ranges, 0)
         step = "transform"
         result = transform.apply(function, records, options)
@@ -176,13 +213,14 @@ def warm_read(
         rows = sink.write(result.output, 0, dry=True) if sink is not None else result.output.count()
         logs.event(
             "standby warm-up",
-            records=len(ranges),
+            partitions=len(ranges),
+            offsets=sum(r.end - r.start for r in ranges),
             rejected=rejected,
             rows=rows,
             dry_run_write=sink is not None,
             seconds=round(time.monotonic() - started, 3),
         )
-        return len(ranges)
+        return sum(r.end - r.start for r in ranges)
     except Exception as err:  # a warm-up only: the first batch pays instead
         logs.event("standby warm-up read skipped", level=30, step=step, message=str(err)[:500])
         return 0
@@ -257,17 +295,21 @@ def get_ready(
     kafka_config: Mapping[str, str],
     store: CheckpointReader,
     reject_budget: int = NoDeadLetters.payload_budget,
+    lows: Callable[[], Mapping[TopicPartition, int]] = dict,
 ) -> Callable[[], int]:
-    """Check, warm up, say ready (``sluice_standby_ready`` 1); returns the warm-up, which
-    a hot standby runs again while it waits."""
+    """Check, warm up (:data:`WARM_UP_RUNS` times), say ready (``sluice_standby_ready``
+    1); returns the warm-up, which a hot standby runs again while it waits. ``lows``:
+    each partition's oldest retained offset (the watermarks)."""
     started = time.monotonic()
     check(empty_records(spark), function, options, sink)
 
     def warm() -> int:
         positions = store.load().positions
-        return warm_read(spark, kafka_config, positions, function, options, sink, reject_budget)
+        return warm_read(
+            spark, kafka_config, positions, function, options, sink, reject_budget, lows
+        )
 
-    warmed = warm()
+    warmed = [warm() for _ in range(WARM_UP_RUNS)][-1]
     metrics.STANDBY_READY.labels(pipeline).set(1)
     seconds = round(time.monotonic() - started, 3)
     logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)

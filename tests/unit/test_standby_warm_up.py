@@ -1,5 +1,7 @@
 """The standby's warm-up (``standby.warm_read``) is best effort: whatever fails, it
-returns 0 and says which step it skipped, and the standby goes on to say ready."""
+returns 0 and says which step it skipped, and the standby goes on to say ready. What
+it reads again (``standby.warm_ranges``): the last committed records of each partition,
+never below what Kafka still retains."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from typing import Any
 import pytest
 
 from sluice_job import standby
-from sluice_job.offsets import TopicPartition
+from sluice_job.offsets import OffsetRange, TopicPartition
 
 pytestmark = pytest.mark.unit
 
 TP = TopicPartition("events", 0)
+TP1, TP2 = TopicPartition("events", 1), TopicPartition("events", 2)
 
 
 class NoKafka:
@@ -45,3 +48,44 @@ def test_a_failed_read_is_logged_as_skipped_and_never_raises(
     fields = record.fields  # type: ignore[attr-defined]
     assert fields["step"] == "read"
     assert "offsets out of range" in fields["message"]
+
+
+def test_the_warm_up_reads_the_last_committed_records_of_each_partition() -> None:
+    positions = {TP: 1_000, TP1: 20, TP2: 0}
+
+    ranges = standby.warm_ranges(positions, {TP: 0, TP1: 0, TP2: 0}, records=50)
+
+    assert ranges == [OffsetRange(TP, 950, 1_000), OffsetRange(TP1, 0, 20)]
+
+
+def test_the_warm_up_never_reads_below_what_kafka_retains() -> None:
+    """Retention deleted offsets 0-979 of partition 0 and everything committed of
+    partition 1: a read below the oldest retained offset would fail the warm-up."""
+    positions = {TP: 1_000, TP1: 300}
+
+    ranges = standby.warm_ranges(positions, {TP: 980, TP1: 300}, records=50)
+
+    assert ranges == [OffsetRange(TP, 980, 1_000)]
+
+
+def test_a_watermark_fetch_that_fails_skips_the_warm_up_without_reading(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sluice_job")
+
+    def lows() -> dict[TopicPartition, int]:
+        raise RuntimeError("Kafka at kafka:9092: timed out")
+
+    warmed = standby.warm_read(
+        NoKafka(),  # type: ignore[arg-type]
+        {},
+        {TP: 7},
+        lambda r, o: r,
+        {},
+        NeverWrites(),  # type: ignore[arg-type]
+        lows=lows,
+    )
+
+    assert warmed == 0
+    (record,) = [r for r in caplog.records if r.getMessage() == "standby warm-up read skipped"]
+    assert record.fields["step"] == "watermarks"  # type: ignore[attr-defined]
