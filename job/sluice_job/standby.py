@@ -184,7 +184,7 @@ def warm_read(
     the batch's own job (Kafka read, transform, one row per key, ``mapInArrow`` into
     the sink's executor code, which binds and groups the rows but sends nothing).
     Adaptive execution is on, as for a batch. Rows are never written: a batch's
-    output from one record would replace an aggregate's stored value with a wrong
+    output from a few records would replace an aggregate's stored value with a wrong
     one. What this warms, that the empty check did not: Spark's Kafka consumers
     (pooled per group id and partition, so the first batch takes them over) and the
     JVM's side of the write job with rows (its plan, generated code and the Arrow

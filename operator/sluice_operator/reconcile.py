@@ -88,7 +88,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
         if isinstance(action, WriteStatus):
             written = action.status
         if isinstance(action, Promote):  # to the standby's pod, not the API server
-            promote.send(action.ip, builders.CONTROL_PORT, action.epoch)
+            promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)
             continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)

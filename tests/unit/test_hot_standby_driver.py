@@ -19,7 +19,10 @@ from sluice_job.checkpoint import Checkpoint
 from sluice_job.control import Control
 from sluice_job.hot_standby import hot_turn, wait_for_promotion
 from sluice_job.standby import Turn
-from sluice_operator import promote
+from sluice_operator import builders, promote, reconcile
+from sluice_operator.actions import Decision, Promote
+from sluice_operator.model import Phase, Status
+from tests.support.observations import observed
 
 pytestmark = pytest.mark.unit
 
@@ -163,3 +166,50 @@ def test_a_promotion_the_standby_does_not_take_is_reported_not_raised(control: C
     control.close()
     assert promote.send("127.0.0.1", control.port, 5, timeout=1.0) is False
     assert not control.promoted.is_set()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_promotion_decided_twice_at_once_is_sent_once_and_again_after_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen in bench.failover: the reconcile that follows the promotion's own status
+    write still read ``standby_ready`` on the standby's metrics and sent the promotion
+    again; that one reached the control port as the standby closed it after taking the
+    first, and the operator warned "not reached" on every failover. The operator's
+    reconcile (``_apply``) now sends one promotion at most every
+    ``promote.RESEND_SECONDS``; one that was lost is still sent again after that."""
+    host = "127.91.17.3"  # a pod's own address, as the node agent gives each pod
+    served = Control(host, builders.CONTROL_PORT, epoch=5).start()
+    taken: list[bytes] = []
+    take = served.take
+    monkeypatch.setattr(served, "take", lambda body: (taken.append(body), take(body))[1])
+    clock = Clock()
+    monkeypatch.setattr(promote, "PROMOTIONS", promote.Promotions(clock=clock))
+    decision = Decision((Promote("kpis-driver-5", host, 5),))
+    observation = observed(Status(phase=Phase.RUNNING, epoch=5, driver_pod="kpis-driver-5"))
+    try:
+        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        clock.now += 0.02
+        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        assert len(taken) == 1
+        assert served.promoted.is_set()
+
+        clock.now += promote.RESEND_SECONDS
+        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        assert len(taken) == 2
+    finally:
+        served.close()
+
+
+class FakeKube:
+    """The API server: a promotion never goes there."""
+
+    def apply(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("a promotion went to the API server")
