@@ -51,6 +51,7 @@ from sluice_operator import (
     reports,
     rollback,
     starting,
+    understood,
 )
 from sluice_operator.actions import (
     Action,
@@ -138,7 +139,7 @@ def decide(obs: Observed, settings: Settings = DEFAULTS) -> Decision:
         isinstance(a, WriteStatus) for a in decision.actions
     ):  # the standby's record moved on, and nothing else changed
         decision = replace(decision, actions=(*decision.actions, WriteStatus(settled.status)))
-    return decision
+    return understood.with_condition(settled, decision)
 
 
 def _decide(

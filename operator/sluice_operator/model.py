@@ -328,6 +328,8 @@ class Observed:
     deleting: bool
     now: datetime
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
+    unknown_fields: tuple[str, ...] = ()
+    """Spec fields this operator does not know, set aside (``unknown_fields``)."""
     progress: DriverProgress | None = None
     """What the current driver reports about its commits (its /metrics), if read."""
     rolling_back: bool = False

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
-from sluice_operator import builders, changes, consent, metrics, progress, promote
+from sluice_operator import builders, changes, consent, metrics, progress, promote, unknown_fields
 from sluice_operator.actions import CreatePod, Decision, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
@@ -44,11 +44,22 @@ LOG = logging.getLogger("sluice_operator")
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
-def parse_spec(raw: Mapping[str, Any]) -> tuple[PipelineSpec | None, str | None]:
+def parse_spec(
+    raw: Mapping[str, Any],
+) -> tuple[PipelineSpec | None, str | None, tuple[str, ...]]:
+    """The spec, or why it is invalid; and the fields set aside as unknown to this
+    operator (``unknown_fields``)."""
     try:
-        return PipelineSpec.model_validate(dict(raw)), None
+        return PipelineSpec.model_validate(dict(raw)), None, ()
     except ValidationError as err:
-        return None, describe(err)
+        aside = unknown_fields.set_aside(raw, err)
+        if aside is None:
+            return None, describe(err), ()
+        known, ignored = aside
+    try:
+        return PipelineSpec.model_validate(known), None, ignored
+    except ValidationError as err:
+        return None, describe(err), ()
 
 
 def reconcile(
@@ -130,7 +141,7 @@ def observe(
 ) -> Observed:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
-    spec, error = parse_spec(body.get("spec") or {})
+    spec, error, ignored = parse_spec(body.get("spec") or {})
     status = Status.parse(body.get("status"))
     pods, nodes = _drivers(kube, namespace, name, status, watched)
     current = next((p for p in pods if p.name == status.driver_pod), None)
@@ -152,6 +163,7 @@ def observe(
         generation=int(meta.get("generation", 1)),
         spec=spec,
         spec_error=error,
+        unknown_fields=ignored,
         status=status,
         pods=pods,
         nodes=nodes,
