@@ -12,12 +12,15 @@ first case failed so on that code: ``standby`` was in the configuration."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sluice_api import env as env_names
 from sluice_api.spec import PipelineSpec
+from sluice_dev.paths import REPO_ROOT
 from sluice_operator import builders
 from tests.support.observations import spec
 
@@ -48,3 +51,18 @@ def test_a_field_the_spec_sets_is_sent_and_the_driver_reads_the_same_spec() -> N
     assert sent["trigger"]["intervalSeconds"] == 9
     assert PipelineSpec.model_validate(sent) == pipeline
     assert PipelineSpec.model_validate(config(spec())) == spec()
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    sorted(REPO_ROOT.glob("examples/**/*pipeline*.yaml")),
+    ids=lambda path: path.relative_to(REPO_ROOT).as_posix(),
+)
+def test_every_example_reaches_its_driver_unchanged(manifest: Path) -> None:
+    """Defaults left out, the driver's own model fills them in: the spec it reads is
+    the one the operator read, for every shipped example (Kafka, Pub/Sub, Cassandra,
+    Datastore, a custom image)."""
+    (document,) = [d for d in yaml.safe_load_all(manifest.read_text()) if d and d.get("spec")]
+    pipeline = PipelineSpec.model_validate(document["spec"])
+
+    assert PipelineSpec.model_validate(config(pipeline)) == pipeline
