@@ -239,7 +239,10 @@ def _driver_container(
 
 
 def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, Any]]:
-    config = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # What the spec sets apart from the defaults, which the driver's own model fills
+    # in: a pipeline image built on an older sluice-job, whose model refuses fields it
+    # does not know, still starts after the operator gained a defaulted field.
+    config = spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     env: list[dict[str, Any]] = [
         {"name": env_names.CONFIG, "value": json.dumps(config, sort_keys=True)},
         {"name": env_names.PIPELINE, "value": owner.name},
