@@ -77,7 +77,6 @@ class Promotions:
     operator warned "not reached" about a promotion that had worked."""
 
     clock: Callable[[], float] = time.monotonic
-    sender: Callable[[str, int, int], bool] = send
     _sent: dict[tuple[str, int, int], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,7 +90,7 @@ class Promotions:
                 return None
             self._sent = {k: t for k, t in self._sent.items() if now - t < FORGET_SECONDS}
             self._sent[key] = now
-        return self.sender(host, port, epoch)
+        return send(host, port, epoch)
 
 
 PROMOTIONS: Final = Promotions()

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
-UNKNOWN: str = "extra_forbidden"
+UNKNOWN: Final = "extra_forbidden"
 """pydantic's error type for a field the model does not declare."""
 
 
