@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -73,6 +73,13 @@ audit: setup
 provision: setup
 	$(BIN)/sluice-dev provision
 
+# The two images, Dockerfile.job and Dockerfile.operator, built with podman on base
+# images made from Debian's packages (no registry is reachable), cached by what goes
+# into them: localhost/sluice/job:dev and localhost/sluice/operator:dev. Installs
+# podman, buildah, runc and mmdebstrap from Debian when missing (needs root).
+images: setup
+	$(BIN)/sluice-dev images
+
 up: provision
 	$(BIN)/sluice-dev up
 
@@ -96,7 +103,7 @@ typecheck: setup
 PYTEST_ARGS ?= --durations=30
 test:
 	@started=$$(date +%s); \
-	$(MAKE) --no-print-directory provision || exit $$?; \
+	$(MAKE) --no-print-directory -j2 provision images || exit $$?; \
 	provisioned=$$(date +%s); \
 	$(MAKE) --no-print-directory lint typecheck || exit $$?; \
 	linted=$$(date +%s); \
@@ -108,7 +115,7 @@ test:
 test-unit: setup
 	$(BIN)/pytest -m unit
 
-test-integration: provision
+test-integration: provision images
 	$(BIN)/pytest -m integration
 
 test-e2e: provision

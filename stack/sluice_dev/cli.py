@@ -21,6 +21,7 @@ sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import sys
 import time
@@ -31,6 +32,7 @@ from sluice_dev import registry, stack
 from sluice_dev.artifacts import Artifact
 from sluice_dev.build import BuildError
 from sluice_dev.imagebuild import ImageBuildError
+from sluice_dev.oci.podman import PodmanError
 from sluice_dev.paths import Layout
 from sluice_dev.servers.base import Server
 
@@ -40,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = Layout.from_env()
     try:
         return int(args.run(layout, args))
-    except (stack.StackError, BuildError, ImageBuildError) as err:
+    except (stack.StackError, BuildError, ImageBuildError, PodmanError) as err:
         print(f"sluice-dev: {err}", file=sys.stderr)
         return 1
     except KeyError as err:
@@ -126,6 +128,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmd.set_defaults(run=_produce)
 
+    cmd = sub.add_parser(
+        "images",
+        help="build Dockerfile.job and Dockerfile.operator with podman on bases made from "
+        "Debian packages (installs podman, buildah, runc, mmdebstrap when missing)",
+    )
+    cmd.add_argument(
+        "--refresh-bases", action="store_true", help="make the base images again (Debian updates)"
+    )
+    cmd.set_defaults(run=_images)
+
     cmd = sub.add_parser("image", help="images the node agent runs")
     images = cmd.add_subparsers(dest="image_command", required=True)
     cmd = images.add_parser(
@@ -172,6 +184,23 @@ def _provision(layout: Layout, args: argparse.Namespace) -> int:
     started = time.monotonic()
     stack.provision(layout, args.artifacts or None, say=lambda line: print(line, flush=True))
     print(f"provisioned in {time.monotonic() - started:.1f}s (cache: {layout.cache})")
+    return 0
+
+
+def _images(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev.oci import hostpackages, images
+    from sluice_dev.oci.podman import Podman
+
+    started = time.monotonic()
+    say = functools.partial(print, flush=True)
+    hostpackages.ensure(say)
+    podman = Podman.for_layout(layout)
+    if (why := podman.available()) is not None:
+        raise stack.StackError(f"cannot build images: {why}")
+    for recipe in images.RECIPES:
+        built = images.build(podman, recipe, say=say, refresh_bases=args.refresh_bases)
+        say(built.line(podman.image_size(built.image)) + f", also {built.dev}")
+    say(f"images ready in {time.monotonic() - started:.1f}s (store: {podman.home})")
     return 0
 
 

@@ -1,11 +1,11 @@
-"""Dockerfile.operator and Dockerfile.job, checked statically (no image can be built
-here): what a reviewer of an image checks. Base images pinned, multi-stage with a
-final stage that holds no build tool, a numeric non-root USER matching what the
-chart and the operator's pod builder run as, COPY sources that exist and are not
-excluded from the build context, extras that pyproject.toml defines, entrypoints
-that match the chart's and the pod builder's commands and whose modules exist, and
-the driver's Kafka connector jars verified by checksum, the same jars the local
-stack provisions."""
+"""Dockerfile.operator and Dockerfile.job, checked statically
+(tests/integration/test_images.py builds and runs them): what a reviewer of an image
+checks. Base images pinned, multi-stage with a final stage that holds no build tool,
+a numeric non-root USER matching what the chart and the operator's pod builder run
+as, COPY sources that exist and are not excluded from the build context, extras that
+pyproject.toml defines, entrypoints that match the chart's and the pod builder's
+commands and whose modules exist, and the driver's Kafka connector jars verified by
+checksum (job/jars.txt), the same jars the local stack provisions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import yaml
 
 from sluice_api.spec import PipelineSpec
 from sluice_dev import versions
+from sluice_dev.oci.dockerfile import Dockerfile, parse
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import nodeagent, spark
 from sluice_operator import builders
@@ -34,56 +34,16 @@ JOB = REPO_ROOT / "Dockerfile.job"
 BUILD_TOOLS = ("pip ", "pip3", "uv ", "gcc", "build-essential", "curl", "wget", "apt-get")
 
 
-@dataclass
-class Stage:
-    base: str
-    name: str | None
-    instructions: list[tuple[str, str]] = field(default_factory=list)
-
-    def all(self, keyword: str) -> list[str]:
-        return [args for kw, args in self.instructions if kw == keyword]
-
-
-@dataclass
-class Dockerfile:
-    args: dict[str, str]
-    stages: list[Stage]
-
-    @property
-    def final(self) -> Stage:
-        return self.stages[-1]
-
-    def expand(self, text: str) -> str:
-        return re.sub(r"\$\{(\w+)\}", lambda m: self.args.get(m[1], m[0]), text)
-
-
-def parse(path: Path) -> Dockerfile:
-    """Instructions with continuation lines joined and comments dropped."""
-    logical, pending = [], ""
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        logical.append(re.sub(r"\s+", " ", pending + line))
-        pending = ""
-    args: dict[str, str] = {}
-    stages: list[Stage] = []
-    for line in logical:
-        keyword, _, rest = line.partition(" ")
-        keyword = keyword.upper()
-        if keyword == "FROM":
-            words = rest.split()
-            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
-            stages.append(Stage(words[0], name))
-        elif keyword == "ARG" and not stages and "=" in rest:
-            key, _, value = rest.partition("=")
-            args[key] = value
-        elif stages:
-            stages[-1].instructions.append((keyword, rest.strip()))
-    return Dockerfile(args, stages)
+def listed_jars() -> list[tuple[str, str]]:
+    """job/jars.txt as the build's job/fetch_jars.py reads it."""
+    script = REPO_ROOT / "job" / "fetch_jars.py"
+    spec = importlib.util.spec_from_file_location("fetch_jars", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    entries: list[tuple[str, str]] = module.listed(REPO_ROOT / "job" / "jars.txt")
+    return entries
 
 
 def entrypoint(file: Dockerfile) -> list[str]:
@@ -186,8 +146,7 @@ def test_each_image_installs_only_its_own_distributions(
     """The operator image carries the contract and the operator, the job image the
     contract and the driver: never the other side, never the local stack."""
     installs = [r for s in parse(path).stages for r in s.all("RUN") if "uv pip install" in r]
-    assert len(installs) == 1
-    directories = re.findall(r"\s\./(\w+)", installs[0])
+    directories = [d for run in installs for d in re.findall(r"\s\./(\w+)", run)]
     names = [
         tomllib.loads((REPO_ROOT / d / "pyproject.toml").read_text())["project"]["name"]
         for d in directories
@@ -217,18 +176,18 @@ def test_every_download_of_the_build_is_checked_against_a_committed_hash(
     file = parse(path)
     runs = [r for s in file.stages for r in s.all("RUN")]
     [bootstrap] = [r for r in runs if "pip install" in r and "uv pip" not in r]
-    assert shlex.split(bootstrap) == [
-        "python",
-        "-m",
-        "pip",
-        "install",
-        "--require-hashes",
-        "--no-deps",
-        "-r",
-        "requirements-uv.txt",
+    assert [shlex.split(c) for c in re.split(r"\s*&&\s*", bootstrap)] == [
+        ["python3", "-m", "venv", "/opt/uv"],
+        [
+            "/opt/uv/bin/pip",
+            "install",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            "requirements-uv.txt",
+        ],
     ]
-    [install] = [r for r in runs if "uv pip install" in r]
-    third_party, local, check = uv_commands(install)
+    third_party, local, check = [c for r in runs if "uv pip" in r for c in uv_commands(r)]
     venv = ["--python", "/opt/venv/bin/python"]
     assert third_party == [
         "uv",
@@ -332,6 +291,7 @@ def test_the_job_image_has_java_17() -> None:
     [env] = file.final.all("ENV")
     assert "JAVA_HOME=/opt/java/openjdk" in env
     assert "--from=jre /opt/java/openjdk /opt/java/openjdk" in file.final.all("COPY")
+    assert "--from=build /opt/sluice/jars /opt/sluice/jars" in file.final.all("COPY")
 
 
 def test_connector_jars_are_the_provisioned_ones_with_their_checksums() -> None:
@@ -343,14 +303,10 @@ def test_connector_jars_are_the_provisioned_ones_with_their_checksums() -> None:
         jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in spark.spark_jars(layout)
     }
     file = parse(JOB)
-    [stage] = [s for s in file.stages if s.name == "jars"]
-    fetched = {}
-    for add in stage.all("ADD"):
-        match = re.fullmatch(r"--chmod=0644 --checksum=sha256:([0-9a-f]{64}) (\S+) /jars/", add)
-        assert match, f"every jar is verified by checksum: ADD {add}"
-        url = file.expand(match[2])
-        assert url.startswith("https://repo1.maven.org/maven2/")
-        fetched[url.rsplit("/", 1)[1]] = match[1]
+    [build] = [s for s in file.stages if s.name == "build"]
+    assert "python3 job/fetch_jars.py ${MAVEN} job/jars.txt /opt/sluice/jars" in build.all("RUN")
+    assert file.args["MAVEN"] == "https://repo1.maven.org/maven2"
+    fetched = {jar.rsplit("/", 1)[1]: digest for jar, digest in listed_jars()}
     assert fetched == provisioned
     assert f"spark-sql-kafka-0-10_{versions.KAFKA_SCALA}-{versions.SPARK}.jar" in fetched
     assert f"kafka-clients-{versions.KAFKA}.jar" in fetched
