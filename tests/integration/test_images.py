@@ -292,3 +292,49 @@ def test_a_tampered_hash_fails_the_build_naming_the_package(podman: Podman, tmp_
     with pytest.raises(PodmanError) as failed:
         images.build(podman, recipe)
     assert "pyyaml" in str(failed.value).lower()
+
+
+DISTRIBUTIONS = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted([d.metadata['Name'], d.version] for d in m.distributions())))"
+)
+
+
+def test_the_custom_transform_example_builds_from_the_job_image_and_adds_only_itself(
+    podman: Podman, product_images: dict[str, images.Built]
+) -> None:
+    """examples/custom-transform/Dockerfile FROM the job image, as its README builds it:
+    the transform imports as uid 185 on a read-only root, and the job's virtualenv holds
+    what it held plus the example's own distribution, every pin unchanged."""
+    example = REPO_ROOT / "examples" / "custom-transform"
+    job = product_images["job"]
+    recipe = images.Recipe(
+        "clickscore",
+        example / "Dockerfile",
+        example,
+        bases={"PYTHON_IMAGE": images.bases.PYTHON},
+        args={"JOB_IMAGE": job.image},
+    )
+    derived = images.build(podman, recipe)
+    before = json.loads(image_run(podman, job.image, "python", "-c", DISTRIBUTIONS, user="185:185"))
+    after = json.loads(
+        image_run(
+            podman,
+            derived.image,
+            "python",
+            "-c",
+            f"from clickscore.transform import transform; {DISTRIBUTIONS}",
+            user="185:185",
+        )
+    )
+    assert sorted([*before, ["clickscore", "0.1.0"]]) == after
+    config = podman.run(
+        [
+            "image",
+            "inspect",
+            "--format",
+            "{{json .Config.Entrypoint}} {{.Config.User}}",
+            derived.image,
+        ]
+    ).stdout.split()
+    assert config == ['["python","-m","sluice_job"]', "185:185"]

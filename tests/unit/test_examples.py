@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from sluice_api.spec import PipelineSpec
+from sluice_dev.oci.dockerfile import parse
 from sluice_dev.paths import REPO_ROOT
 from sluice_operator import consent, naming
 
@@ -94,8 +95,6 @@ def test_the_custom_transform_manifest_is_a_valid_pipeline_naming_the_example_pa
 
 
 def test_the_custom_transform_dockerfile_installs_the_package_into_the_job_image() -> None:
-    from tests.unit.test_dockerfiles import parse
-
     dockerfile = parse(CUSTOM / "Dockerfile")
     job_image = yaml.safe_load((REPO_ROOT / "examples" / "kpi-pipeline.yaml").read_text())
     assert dockerfile.expand(dockerfile.final.base) == job_image["spec"]["image"]

@@ -39,6 +39,8 @@ class Recipe:
     dockerfile: Path
     context: Path = REPO_ROOT
     bases: Mapping[str, bases.Base] = field(default_factory=dict)
+    args: Mapping[str, str] = field(default_factory=dict)
+    """Other build arguments, such as the image a derived image starts FROM."""
 
     @property
     def repository(self) -> str:
@@ -83,7 +85,8 @@ def _files(path: Path) -> Iterator[Path]:
 
 
 def key(recipe: Recipe, base_ids: Mapping[str, str]) -> str:
-    """The hash of the Dockerfile, the files it copies from the context and its bases."""
+    """The hash of the Dockerfile, the files it copies from the context, and its bases
+    and other build arguments (an image's id where the argument names one)."""
     digest = hashlib.sha256(recipe.dockerfile.read_bytes())
     for source in parse(recipe.dockerfile).context_sources():
         for file in _files(recipe.context / source):
@@ -109,7 +112,10 @@ def build(
         if not made.cached:
             say(made.line())
         base_images[arg] = made.image
-    ids = {arg: podman.image_id(image) or image for arg, image in base_images.items()}
+    ids = {
+        arg: podman.image_id(image) or image
+        for arg, image in {**base_images, **recipe.args}.items()
+    }
     image = f"{recipe.repository}:src-{key(recipe, ids)}"
     found = podman.image_id(image)
     cached = found is not None
@@ -122,7 +128,11 @@ def build(
                 "--layers",
                 "--pull=never",
                 *volumes,
-                *(a for arg, base in base_images.items() for a in ("--build-arg", f"{arg}={base}")),
+                *(
+                    a
+                    for arg, value in {**base_images, **recipe.args}.items()
+                    for a in ("--build-arg", f"{arg}={value}")
+                ),
                 "--file",
                 str(recipe.dockerfile),
                 "--tag",
