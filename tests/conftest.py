@@ -24,6 +24,23 @@ from sluice_dev.paths import Layout
 settings.register_profile("sluice", deadline=None)
 settings.load_profile("sluice")
 
+JIT_C1_ONLY = "-XX:TieredStopAtLevel=1"
+"""The Spark JVMs the tests start (drivers run directly, as pods of the node agent or by
+the soak harness) compile with C1 only. A test's driver lives for seconds to minutes
+and moves a few thousand records, so C2's optimising compiles of Spark's code are CPU
+spent on code that never runs long: on this project's 2-core machine, a session's start
+and five small aggregations took 37-43 s of JVM CPU by default and 21-22 s with C1
+only. The suite is CPU-bound, so this is its wall clock too. Tests only: the product,
+the demo and the benchmarks keep the JVM's default (both compilers), which is what a
+long-running driver wants. Spark reads ``SPARK_SUBMIT_OPTS`` for the driver's JVM and
+``SPARK_LAUNCHER_OPTS`` for its launcher's; the node agent passes both to its pods."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    del config
+    for name in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
+        os.environ.setdefault(name, JIT_C1_ONLY)
+
 
 @pytest.fixture(scope="session")
 def layout() -> Layout:

@@ -3,7 +3,9 @@
 A container's environment starts from a small, explicit part of the agent's own
 environment (not all of it: a pod should not inherit the agent's kubeconfig or test
 variables by accident): ``PATH`` with the agent's venv ``bin`` first, locale, ``HOME``,
-``JAVA_HOME`` (PySpark needs it), ``VIRTUAL_ENV``, every ``SLUICE_*`` variable (the
+``JAVA_HOME`` (PySpark needs it), ``VIRTUAL_ENV``, Spark's own JVM options for
+``spark-submit`` and its launcher (``SPARK_SUBMIT_OPTS``, ``SPARK_LAUNCHER_OPTS``: the
+test suite sets them, see ``tests/conftest.py``), every ``SLUICE_*`` variable (the
 ``SLUICE_STACK`` marker above all, so ``sluice-dev down`` finds pod processes), and
 whatever ``--pass-env`` names.
 """
@@ -18,7 +20,19 @@ from pathlib import Path
 
 from sluice_dev.nodeagent.images import ImageMap
 
-PASSED = ("HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "JAVA_HOME", "VIRTUAL_ENV")
+PASSED = (
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "JAVA_HOME",
+    "VIRTUAL_ENV",
+    "SPARK_SUBMIT_OPTS",
+    "SPARK_LAUNCHER_OPTS",
+)
 
 
 @dataclass(frozen=True)
