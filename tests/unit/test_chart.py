@@ -208,7 +208,7 @@ def test_the_pod_is_hardened_and_its_memory_bounded(render: Render) -> None:
         "capabilities": {"drop": ["ALL"]},
     }
     assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
-    assert container["resources"]["limits"]["memory"] == "512Mi"
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
     assert container["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi"}
 
 
