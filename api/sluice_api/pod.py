@@ -36,9 +36,31 @@ LABEL_KEY: Final = (
 )
 LABEL_VALUE: Final = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 
-RESERVED_ENV_PREFIXES: Final = ("SLUICE_", "SPARK_", "PYSPARK_")
-"""The driver's configuration and Spark's own variables."""
-RESERVED_ENV: Final = ("POD_NAME", "POD_NAMESPACE", "POD_IP", "HOME")
+RESERVED_ENV_PREFIXES: Final = ("SLUICE_", "SPARK_", "PYSPARK_", "HADOOP_", "PYTHON", "LD_")
+"""The driver's configuration, Spark's and Hadoop's own variables (``SPARK_CONF_DIR``,
+``SPARK_EXTRA_CLASSPATH``, ``HADOOP_CONF_DIR``), and the variables through which the
+Python interpreter (``PYTHONPATH``, ``PYTHONSTARTUP``) or the dynamic loader
+(``LD_PRELOAD``, ``LD_LIBRARY_PATH``) would load code the image does not hold."""
+RESERVED_ENV: Final = (
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "POD_IP",
+    "HOME",
+    "PATH",
+    "JAVA_HOME",
+    "CLASSPATH",
+    "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "_JAVA_OPTIONS",
+)
+"""Set by the operator (the pod's identity) or the image (``HOME``, ``PATH``,
+``JAVA_HOME``), or read by every JVM as options or classes to load (``-javaagent:``).
+Where a platform allows only its own images (``docs/security.md``), an environment
+variable must not bring code in another way."""
+RESERVED_ENV_TEXT: Final = (
+    ", ".join([*(f"{p}*" for p in RESERVED_ENV_PREFIXES), *RESERVED_ENV])
+    + ": the operator or the image sets them, or they load code the image does not hold"
+)
 SCRATCH_MOUNT: Final = "/tmp"
 """The driver's writable scratch space (the root filesystem is read-only)."""
 SCRATCH_VOLUME: Final = "scratch"
@@ -57,6 +79,17 @@ ObjectName = Annotated[str, Field(pattern=K8S_NAME, max_length=253)]
 
 def reserved_env(name: str) -> bool:
     return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES)
+
+
+def reserved_env_prefix(prefix: str) -> bool:
+    """Whether an ``envFrom`` prefix makes a reserved name of some key: it starts
+    with a reserved prefix (``SPARK_``), or a reserved prefix or name starts with it
+    and a key completes it (``S`` + ``PARK_CONF_DIR``, ``LD`` + ``_PRELOAD``)."""
+    return (
+        prefix.startswith(RESERVED_ENV_PREFIXES)
+        or any(reserved.startswith(prefix) for reserved in RESERVED_ENV_PREFIXES)
+        or any(name.startswith(prefix) and name != prefix for name in RESERVED_ENV)
+    )
 
 
 def reserved_label(key: str) -> bool:
@@ -86,7 +119,7 @@ class EnvVar(Model):
     name: str = Field(
         pattern=ENV_NAME,
         max_length=256,
-        description="Variable name; not SLUICE_*, SPARK_*, PYSPARK_*, POD_*, HOME.",
+        description=f"Variable name; not {RESERVED_ENV_TEXT.split(':')[0]}.",
     )
     value: str | None = Field(default=None, max_length=32768, description="A literal value.")
     value_from: EnvSource | None = Field(
@@ -97,7 +130,7 @@ class EnvVar(Model):
     @classmethod
     def _not_reserved(cls, value: str) -> str:
         if reserved_env(value):
-            raise ValueError(f"{value} is set by the operator (SLUICE_*, SPARK_*, ...)")
+            raise ValueError(f"spark.pod.env may not set {value}: reserved are {RESERVED_ENV_TEXT}")
         return value
 
     @model_validator(mode="after")
@@ -114,10 +147,23 @@ class NameRef(Model):
 
 class EnvFrom(Model):
     prefix: str | None = Field(
-        default=None, pattern=ENV_NAME, max_length=64, description="Prefix of every name."
+        default=None,
+        pattern=ENV_NAME,
+        max_length=64,
+        description="Prefix of every name; not one that makes a reserved name of a key.",
     )
     config_map_ref: NameRef | None = Field(default=None, description="Every key of a ConfigMap.")
     secret_ref: NameRef | None = Field(default=None, description="Every key of a Secret.")
+
+    @field_validator("prefix")
+    @classmethod
+    def _no_reserved_names(cls, value: str | None) -> str | None:
+        if value is not None and reserved_env_prefix(value):
+            raise ValueError(
+                f"spark.pod.envFrom prefix {value} can make a reserved name of a key; "
+                f"reserved are {RESERVED_ENV_TEXT}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:

@@ -202,9 +202,14 @@ class Rule:
     message: str
     field_path: str | None = None
     reason: str | None = None
+    message_expression: str | None = None
+    """A CEL expression for the message, naming the value (``message`` is the fallback
+    when the expression cannot be evaluated)."""
 
     def render(self) -> Schema:
         result: Schema = {"rule": self.rule, "message": self.message}
+        if self.message_expression:
+            result["messageExpression"] = self.message_expression
         if self.field_path:
             result["fieldPath"] = self.field_path
         if self.reason:
@@ -384,10 +389,17 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
 }
 
-_RESERVED_ENV: Final = " || ".join(
-    [f"self.name.startsWith('{prefix}')" for prefix in pod.RESERVED_ENV_PREFIXES]
-    + ["self.name in [" + ", ".join(f"'{n}'" for n in pod.RESERVED_ENV) + "]"]
+_RESERVED_ENV_PREFIXES: Final = "[" + ", ".join(f"'{p}'" for p in pod.RESERVED_ENV_PREFIXES) + "]"
+_RESERVED_ENV_NAMES: Final = "[" + ", ".join(f"'{n}'" for n in pod.RESERVED_ENV) + "]"
+_RESERVED_ENV: Final = (
+    f"{_RESERVED_ENV_PREFIXES}.exists(p, self.name.startsWith(p))"
+    f" || self.name in {_RESERVED_ENV_NAMES}"
 )
+_RESERVED_ENV_PREFIX: Final = (
+    f"{_RESERVED_ENV_PREFIXES}.exists(p, self.prefix.startsWith(p) || p.startsWith(self.prefix))"
+    f" || {_RESERVED_ENV_NAMES}.exists(n, n.startsWith(self.prefix) && n != self.prefix)"
+)
+"""``pod.reserved_env_prefix`` in CEL."""
 _RESERVED_KEY: Final = (
     f"k.startsWith('{pod.RESERVED_LABEL_PREFIX}') || k in ["
     + ", ".join(f"'{k}'" for k in pod.RESERVED_LABELS)
@@ -441,9 +453,12 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     "spec.spark.pod.env[]": (
         Rule(
             f"!({_RESERVED_ENV})",
-            "spark.pod.env may not set SLUICE_*, SPARK_*, PYSPARK_*, POD_NAME, POD_NAMESPACE, "
-            "POD_IP or HOME: the operator sets them",
+            f"spark.pod.env may not set a reserved name; reserved are {pod.RESERVED_ENV_TEXT}",
             field_path=".name",
+            message_expression=(
+                f"'spark.pod.env may not set ' + self.name + '; reserved are "
+                f"{pod.RESERVED_ENV_TEXT}'"
+            ),
         ),
         Rule(
             "!(has(self.value) && has(self.valueFrom))",
@@ -460,6 +475,16 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
         Rule(
             "has(self.configMapRef) != has(self.secretRef)",
             "envFrom takes exactly one of configMapRef or secretRef",
+        ),
+        Rule(
+            f"!has(self.prefix) || !({_RESERVED_ENV_PREFIX})",
+            "spark.pod.envFrom prefix can make a reserved name of a key; "
+            f"reserved are {pod.RESERVED_ENV_TEXT}",
+            field_path=".prefix",
+            message_expression=(
+                "'spark.pod.envFrom prefix ' + self.prefix + ' can make a reserved name of a "
+                f"key; reserved are {pod.RESERVED_ENV_TEXT}'"
+            ),
         ),
     ),
     "spec.spark.pod.volumes[]": (

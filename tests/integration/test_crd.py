@@ -634,7 +634,24 @@ INVALID = {
     "pod-env-reserved": Invalid(
         changed("spark.pod", {"env": [{"name": "SLUICE_CONFIG", "value": "{}"}]}),
         "spec.spark.pod.env[0].name",
-        "the operator sets them",
+        "spark.pod.env may not set SLUICE_CONFIG",
+    ),
+    # Issue 38, finding 4: the API server accepted these two, each a way to load code
+    # the image does not hold (a -javaagent: from a mounted ConfigMap, a shared object).
+    "pod-env-java-tool-options": Invalid(
+        changed("spark.pod", {"env": [{"name": "JAVA_TOOL_OPTIONS", "value": "-javaagent:/x"}]}),
+        "spec.spark.pod.env[0].name",
+        "spark.pod.env may not set JAVA_TOOL_OPTIONS",
+    ),
+    "pod-env-ld-preload": Invalid(
+        changed("spark.pod", {"env": [{"name": "LD_PRELOAD", "value": "/etc/x/x.so"}]}),
+        "spec.spark.pod.env[0].name",
+        "spark.pod.env may not set LD_PRELOAD",
+    ),
+    "pod-env-from-reserved-prefix": Invalid(
+        changed("spark.pod", {"envFrom": [{"prefix": "SLUICE_", "configMapRef": {"name": "c"}}]}),
+        "spec.spark.pod.envFrom[0].prefix",
+        "spark.pod.envFrom prefix SLUICE_ can make a reserved name",
     ),
     "pod-env-value-and-from": Invalid(
         changed(
@@ -841,6 +858,9 @@ ESCAPES = frozenset(
         "pod-token",
         "pod-node-name",
         "pod-env-reserved",
+        "pod-env-java-tool-options",
+        "pod-env-ld-preload",
+        "pod-env-from-reserved-prefix",
         "pod-label-reserved",
         "pod-mount-scratch",
         "pod-secret-path-escapes",

@@ -108,9 +108,30 @@ def test_without_pod_settings_the_pod_is_as_before() -> None:
 
 
 REFUSED = {
-    "reserved env": ({"env": [{"name": "SLUICE_EPOCH", "value": "9"}]}, "set by the operator"),
-    "spark env": ({"env": [{"name": "SPARK_CONF", "value": "{}"}]}, "set by the operator"),
-    "home": ({"env": [{"name": "HOME", "value": "/"}]}, "set by the operator"),
+    "reserved env": ({"env": [{"name": "SLUICE_EPOCH", "value": "9"}]}, "may not set SLUICE_EPOCH"),
+    "spark env": ({"env": [{"name": "SPARK_CONF", "value": "{}"}]}, "may not set SPARK_CONF"),
+    "home": ({"env": [{"name": "HOME", "value": "/"}]}, "may not set HOME"),
+    # Issue 38, finding 4: each of these loads code the image does not hold.
+    **{
+        f"code through {name}": ({"env": [{"name": name, "value": "x"}]}, f"may not set {name}")
+        for name in (
+            "JAVA_TOOL_OPTIONS",
+            "JDK_JAVA_OPTIONS",
+            "_JAVA_OPTIONS",
+            "LD_PRELOAD",
+            "PYTHONPATH",
+            "HADOOP_CONF_DIR",
+            "CLASSPATH",
+            "PATH",
+        )
+    },
+    **{
+        f"envFrom prefix {prefix}": (
+            {"envFrom": [{"prefix": prefix, "configMapRef": {"name": "c"}}]},
+            f"envFrom prefix {prefix} can make a reserved name",
+        )
+        for prefix in ("SLUICE_", "S", "SPARK_CONF_", "LD", "PYTHON", "JAVA_TOOL_", "_")
+    },
     "value and valueFrom": (
         {
             "env": [
@@ -160,6 +181,19 @@ REFUSED = {
 def test_refused_pod_settings_name_the_problem(pod: dict[str, Any], says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         spec(pod)
+
+
+def test_names_and_prefixes_near_the_reserved_ones_are_accepted() -> None:
+    """The reserved list refuses what makes a reserved name, not its neighbours."""
+    accepted = spec(
+        {
+            "env": [{"name": n, "value": "1"} for n in ("TZ", "APP_PATH", "MY_SPARK_HOME")],
+            "envFrom": [
+                {"prefix": p, "configMapRef": {"name": "c"}} for p in ("APP_", "ORDERS_", "PATHS_")
+            ],
+        }
+    )
+    assert [e.prefix for e in accepted.spark.pod.env_from] == ["APP_", "ORDERS_", "PATHS_"]
 
 
 # -- what a driver pod may use of its node and of the API server (issue 22) ----------
