@@ -793,8 +793,17 @@ SPARK_CONF_PREFIXES: Final = (
 SPARK_CONF_MAX: Final = 64
 
 
+SPARK_CONF_CODECS: Final = ("lz4", "lzf", "snappy", "zstd")
+"""The values ``spark.io.compression.codec`` may take: Spark's short names. The setting
+also takes a class name, which would have Spark load a class of the tenant's choosing."""
+CODEC_KEY: Final = "spark.io.compression.codec"
+
+
 def spark_conf_allowed(key: str) -> bool:
-    return key in SPARK_CONF_KEYS or key.startswith(SPARK_CONF_PREFIXES)
+    """A tuning setting, and none that names a class to load, even in an allowed family
+    (``spark.sql.adaptive.customCostEvaluatorClass``)."""
+    allowed = key in SPARK_CONF_KEYS or key.startswith(SPARK_CONF_PREFIXES)
+    return allowed and "class" not in key.lower()
 
 
 EVENT_LOG_DIR: Final = r"^(/.*|[a-zA-Z][-a-zA-Z0-9+.]*://.+)$"
@@ -867,8 +876,13 @@ class Spark(Model):
         refused = sorted(key for key in value if not spark_conf_allowed(key))
         if refused:
             raise ValueError(
-                f"spark.conf: {', '.join(refused)} may not be set by a pipeline (the "
-                "operator's alone); allowed: the settings docs/tuning.md lists"
+                f"spark.conf may not set {', '.join(refused)} (the operator's alone); "
+                "allowed: the settings docs/tuning.md lists"
+            )
+        codec = value.get(CODEC_KEY)
+        if codec is not None and codec not in SPARK_CONF_CODECS:
+            raise ValueError(
+                f"spark.conf {CODEC_KEY} may be {', '.join(SPARK_CONF_CODECS)}, not {codec!r}"
             )
         return value
 

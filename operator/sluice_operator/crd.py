@@ -29,7 +29,14 @@ from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
 from sluice_api import pod
-from sluice_api.spec import DATACENTER, SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
+from sluice_api.spec import (
+    CODEC_KEY,
+    DATACENTER,
+    SPARK_CONF_CODECS,
+    SPARK_CONF_KEYS,
+    SPARK_CONF_PREFIXES,
+    PipelineSpec,
+)
 from sluice_api.status import PipelineStatus
 from sluice_operator import naming
 
@@ -217,6 +224,16 @@ class Rule:
         return result
 
 
+_SPARK_CONF_ALLOWED: Final = (
+    "(key in ["
+    + ", ".join(f"'{key}'" for key in sorted(SPARK_CONF_KEYS))
+    + "] || "
+    + " || ".join(f"key.startsWith('{prefix}')" for prefix in SPARK_CONF_PREFIXES)
+    + ") && !key.lowerAscii().contains('class')"
+)
+"""``sluice_api.spec.spark_conf_allowed`` in CEL."""
+_CODECS: Final = "[" + ", ".join(f"'{codec}'" for codec in SPARK_CONF_CODECS) + "]"
+
 _DEAD_LETTER_LOOP: Final = (
     "!has(self.deadLetter) || !has(self.deadLetter.kafka) || !has(self.source.kafka)"
     " || !(self.deadLetter.kafka.topic in self.source.kafka.topics)"
@@ -323,14 +340,18 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
     "spec.spark.conf": (
         Rule(
-            "self.all(key, key in ["
-            + ", ".join(f"'{key}'" for key in sorted(SPARK_CONF_KEYS))
-            + "] || "
-            + " || ".join(f"key.startsWith('{prefix}')" for prefix in SPARK_CONF_PREFIXES)
-            + ")",
+            f"self.all(key, {_SPARK_CONF_ALLOWED})",
             "spark.conf may set only the tuning settings docs/tuning.md lists (memory, "
             "parallelism, shuffle, compression, SQL tuning, timeouts, the UI); the master, "
-            "identity, pods, volumes, jars, plugins and JVM options are the operator's",
+            "identity, pods, volumes, jars, plugins, classes and JVM options are the operator's",
+        ),
+        Rule(
+            f"!('{CODEC_KEY}' in self) || self['{CODEC_KEY}'] in {_CODECS}",
+            f"spark.conf {CODEC_KEY} may be {', '.join(SPARK_CONF_CODECS)} (not a class name)",
+            message_expression=(
+                f"'spark.conf {CODEC_KEY} may be {', '.join(SPARK_CONF_CODECS)}, not ' + "
+                f"self['{CODEC_KEY}']"
+            ),
         ),
     ),
     "spec.spark": (

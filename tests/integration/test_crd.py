@@ -517,6 +517,17 @@ INVALID = {
         "spec.spark.conf",
         "spark.conf may set only the tuning settings",
     ),
+    # Issue 38, finding 8: the API server accepted both, each a class Spark would load.
+    "spark-conf-class": Invalid(
+        changed("spark.conf", {"spark.sql.adaptive.customCostEvaluatorClass": "com.x.Evil"}),
+        "spec.spark.conf",
+        "spark.conf may set only the tuning settings",
+    ),
+    "spark-conf-codec-class": Invalid(
+        changed("spark.conf", {"spark.io.compression.codec": "com.x.EvilCodec"}),
+        "spec.spark.conf",
+        "spark.io.compression.codec may be lz4, lzf, snappy, zstd, not com.x.EvilCodec",
+    ),
     "two-sinks": Invalid(
         TWO_SINKS, "spec.sink", "set exactly one of sink.cassandra or sink.datastore"
     ),

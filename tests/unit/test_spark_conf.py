@@ -75,7 +75,7 @@ def test_a_setting_that_is_the_operators_is_refused_naming_it(key: str) -> None:
     """Issue 22, item 1: the user's map was applied last and any ``spark.`` key was
     accepted, so a manifest could pick the master, a ServiceAccount, Secrets, host
     paths, jars or plugins."""
-    with pytest.raises(ValidationError, match=f"spark.conf: {key} may not be set"):
+    with pytest.raises(ValidationError, match=f"spark.conf may not set {key} "):
         PipelineSpec.model_validate(
             {**SPEC.model_dump(by_alias=True), "spark": {"conf": {key: "x"}}}
         )
@@ -121,3 +121,33 @@ def test_the_tuning_page_lists_every_setting_a_pipeline_may_set() -> None:
         assert f"`{key}`" in listed
     for prefix in SPARK_CONF_PREFIXES:
         assert f"`{prefix}*`" in listed
+
+
+@pytest.mark.parametrize(
+    ("conf", "says"),
+    [
+        (
+            {"spark.sql.adaptive.customCostEvaluatorClass": "com.x.Evil"},
+            "may not set spark.sql.adaptive.customCostEvaluatorClass",
+        ),
+        ({"spark.io.compression.codec": "com.x.EvilCodec"}, "not 'com.x.EvilCodec'"),
+    ],
+    ids=["class in an allowed family", "codec class"],
+)
+def test_a_setting_that_loads_a_class_is_refused(conf: dict[str, str], says: str) -> None:
+    """Issue 38, finding 8: ``spark.sql.adaptive.*`` was allowed as a family, and the
+    codec setting takes a class name; either had Spark load a class of the tenant's
+    choosing."""
+    with pytest.raises(ValidationError, match=says):
+        PipelineSpec.model_validate({**SPEC.model_dump(by_alias=True), "spark": {"conf": conf}})
+
+
+def test_the_codecs_short_names_are_accepted() -> None:
+    for codec in ("lz4", "lzf", "snappy", "zstd"):
+        spec = PipelineSpec.model_validate(
+            {
+                **SPEC.model_dump(by_alias=True),
+                "spark": {"conf": {"spark.io.compression.codec": codec}},
+            }
+        )
+        assert spec.spark.conf["spark.io.compression.codec"] == codec
