@@ -63,6 +63,13 @@ RESERVED_ENV_TEXT: Final = (
 )
 SCRATCH_MOUNT: Final = "/tmp"
 """The driver's writable scratch space (the root filesystem is read-only)."""
+KUBELET_FILES: Final = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log")
+"""Files the kubelet writes into every container. A volume mounted over ``/etc/hosts``
+would redirect the very names a Secret's ``sluice.dev/allowed-endpoints`` lets its
+value go to; one over the termination log would forge what the driver reports."""
+UNNORMALISED_PATH: Final = r"//|/\.\.?(/|$)"
+"""An empty, ``.`` or ``..`` segment: ``//tmp`` and ``/./tmp`` are ``/tmp`` to the
+runtime, but not to a rule comparing strings."""
 SCRATCH_VOLUME: Final = "scratch"
 SPARK_LOCAL_DIR_VOLUME_PREFIX: Final = "spark-local-dir-"
 """Spark's local-dir volumes on executor pods (``spark-local-dir-1``, ...)."""
@@ -258,7 +265,13 @@ class VolumeMount(Model):
         pattern=DNS_LABEL, max_length=63, description="A volume of spark.pod.volumes."
     )
     mount_path: str = Field(
-        pattern=r"^/", max_length=1024, description="Absolute path; not /tmp or below it."
+        pattern=r"^/",
+        max_length=1024,
+        description=(
+            "Absolute path without empty, '.' or '..' segments; not /tmp or below it, nor a "
+            "file the kubelet writes (/etc/hosts, /etc/hostname, /etc/resolv.conf, "
+            "/dev/termination-log)."
+        ),
     )
     read_only: bool = Field(default=False, description="Mount read-only.")
     sub_path: str | None = Field(
@@ -268,8 +281,12 @@ class VolumeMount(Model):
     @field_validator("mount_path")
     @classmethod
     def _not_scratch(cls, value: str) -> str:
+        if re.search(UNNORMALISED_PATH, value):
+            raise ValueError(f"mountPath {value} has an empty, '.' or '..' segment")
         if value.rstrip("/") == SCRATCH_MOUNT or value.startswith(SCRATCH_MOUNT + "/"):
             raise ValueError(f"{SCRATCH_MOUNT} is the driver's scratch space")
+        if value.rstrip("/") in KUBELET_FILES:
+            raise ValueError(f"mountPath {value} is a file the kubelet writes")
         return value
 
 

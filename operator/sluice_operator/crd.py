@@ -426,6 +426,7 @@ _RESERVED_KEY: Final = (
     + ", ".join(f"'{k}'" for k in pod.RESERVED_LABELS)
     + "]"
 )
+_KUBELET_FILES: Final = "[" + ", ".join(f"'{f}'" for f in pod.KUBELET_FILES) + "]"
 _UP_A_LEVEL: Final = r"!self.matches('(^|/)\\.\\.(/|$)')"
 
 _IN_VALUES: Final = "self.operator in ['In', 'NotIn']"
@@ -534,6 +535,20 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             f"'{pod.SCRATCH_MOUNT}/' || self.mountPath.startsWith('{pod.SCRATCH_MOUNT}/'))",
             f"{pod.SCRATCH_MOUNT} is the driver's scratch space: mount elsewhere",
             field_path=".mountPath",
+        ),
+        Rule(
+            r"!self.mountPath.matches('//|/\\.\\.?(/|$)')",
+            "mountPath has an empty, '.' or '..' segment (//tmp and /./tmp are /tmp)",
+            field_path=".mountPath",
+            message_expression=(
+                "'mountPath ' + self.mountPath + ' has an empty, dot or dot-dot segment'"
+            ),
+        ),
+        Rule(
+            f"!({_KUBELET_FILES}.exists(f, self.mountPath == f || self.mountPath == f + '/'))",
+            f"mountPath is a file the kubelet writes: {', '.join(pod.KUBELET_FILES)}",
+            field_path=".mountPath",
+            message_expression="'mountPath ' + self.mountPath + ' is a file the kubelet writes'",
         ),
     ),
     "spec.spark.pod.labels": (

@@ -786,6 +786,29 @@ INVALID = {
         "spec.spark.pod.volumeMounts[0].mountPath",
         "scratch space",
     ),
+    # Issue 38, finding 8: the API server accepted //tmp, the scratch space to the runtime.
+    "pod-mount-double-slash": Invalid(
+        changed(
+            "spark.pod",
+            {
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "volumeMounts": [{"name": "v", "mountPath": "//tmp"}],
+            },
+        ),
+        "spec.spark.pod.volumeMounts[0].mountPath",
+        "mountPath //tmp has an empty, dot or dot-dot segment",
+    ),
+    "pod-mount-etc-hosts": Invalid(
+        changed(
+            "spark.pod",
+            {
+                "volumes": [{"name": "v", "configMap": {"name": "hosts"}}],
+                "volumeMounts": [{"name": "v", "mountPath": "/etc/hosts", "subPath": "hosts"}],
+            },
+        ),
+        "spec.spark.pod.volumeMounts[0].mountPath",
+        "mountPath /etc/hosts is a file the kubelet writes",
+    ),
     "pod-secret-path-escapes": Invalid(
         changed(
             "spark.pod",
@@ -874,6 +897,8 @@ ESCAPES = frozenset(
         "pod-env-from-reserved-prefix",
         "pod-label-reserved",
         "pod-mount-scratch",
+        "pod-mount-double-slash",
+        "pod-mount-etc-hosts",
         "pod-secret-path-escapes",
     }
 )

@@ -155,6 +155,27 @@ REFUSED = {
         {"volumeMounts": [{"name": "x", "mountPath": "/etc/x"}]},
         "names a volume that spark.pod.volumes does not have",
     ),
+    # Issue 38, finding 8: these passed as other paths than the runtime's /tmp.
+    **{
+        f"mount at {path}": (
+            {
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "volumeMounts": [{"name": "v", "mountPath": path}],
+            },
+            "empty, '.' or '..' segment",
+        )
+        for path in ("//tmp", "/./tmp", "/var/../tmp", "/etc//x")
+    },
+    **{
+        f"mount over {path}": (
+            {
+                "volumes": [{"name": "v", "configMap": {"name": "c"}}],
+                "volumeMounts": [{"name": "v", "mountPath": path, "subPath": "f"}],
+            },
+            "a file the kubelet writes",
+        )
+        for path in ("/etc/hosts", "/etc/resolv.conf", "/dev/termination-log")
+    },
     "mount over scratch": (
         {
             "volumes": [{"name": "v", "emptyDir": {}}],
