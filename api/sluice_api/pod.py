@@ -67,6 +67,10 @@ KUBELET_FILES: Final = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev
 """Files the kubelet writes into every container. A volume mounted over ``/etc/hosts``
 would redirect the very names a Secret's ``sluice.dev/allowed-endpoints`` lets its
 value go to; one over the termination log would forge what the driver reports."""
+SYSTEM_PRIORITY_PREFIX: Final = "system-"
+"""Kubernetes reserves PriorityClass names with this prefix (``system-node-critical``,
+``system-cluster-critical``) for the cluster's own pods: a driver with one preempts
+every other tenant's pods on its node."""
 UNNORMALISED_PATH: Final = r"//|/\.\.?(/|$)"
 """An empty, ``.`` or ``..`` segment: ``//tmp`` and ``/./tmp`` are ``/tmp`` to the
 runtime, but not to a rule comparing strings."""
@@ -320,7 +324,11 @@ class PodSettings(Model):
         default_factory=dict, max_length=32, description="Annotations; not sluice.dev/*."
     )
     priority_class_name: ObjectName | None = Field(
-        default=None, description="PriorityClass of the pods."
+        default=None,
+        description=(
+            f"PriorityClass of the pods; not {SYSTEM_PRIORITY_PREFIX}* (the cluster's own, "
+            "which preempt other tenants' pods)."
+        ),
     )
     service_account_name: ObjectName | None = Field(
         default=None,
@@ -331,6 +339,16 @@ class PodSettings(Model):
             "mounted. Default: the pipeline's own account."
         ),
     )
+
+    @field_validator("priority_class_name")
+    @classmethod
+    def _not_the_systems(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith(SYSTEM_PRIORITY_PREFIX):
+            raise ValueError(
+                f"spark.pod.priorityClassName {value}: {SYSTEM_PRIORITY_PREFIX}* classes "
+                "belong to the cluster"
+            )
+        return value
 
     @field_validator("labels", "annotations")
     @classmethod

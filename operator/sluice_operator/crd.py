@@ -551,6 +551,17 @@ POD_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             message_expression="'mountPath ' + self.mountPath + ' is a file the kubelet writes'",
         ),
     ),
+    "spec.spark.pod.priorityClassName": (
+        Rule(
+            f"!self.startsWith('{pod.SYSTEM_PRIORITY_PREFIX}')",
+            f"spark.pod.priorityClassName may not be a {pod.SYSTEM_PRIORITY_PREFIX}* class "
+            "(the cluster's own)",
+            message_expression=(
+                f"'spark.pod.priorityClassName ' + self + ': {pod.SYSTEM_PRIORITY_PREFIX}* "
+                "classes belong to the cluster'"
+            ),
+        ),
+    ),
     "spec.spark.pod.labels": (
         Rule(
             f"self.all(k, k.matches(r'{pod.LABEL_KEY}') && !({_RESERVED_KEY}))",

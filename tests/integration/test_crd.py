@@ -809,6 +809,12 @@ INVALID = {
         "spec.spark.pod.volumeMounts[0].mountPath",
         "mountPath /etc/hosts is a file the kubelet writes",
     ),
+    # Issue 38, finding 6: the API server accepted it; the driver would preempt others.
+    "pod-system-priority": Invalid(
+        changed("spark.pod", {"priorityClassName": "system-node-critical"}),
+        "spec.spark.pod.priorityClassName",
+        "spark.pod.priorityClassName system-node-critical: system-* classes belong to the cluster",
+    ),
     "pod-secret-path-escapes": Invalid(
         changed(
             "spark.pod",
@@ -899,6 +905,7 @@ ESCAPES = frozenset(
         "pod-mount-scratch",
         "pod-mount-double-slash",
         "pod-mount-etc-hosts",
+        "pod-system-priority",
         "pod-secret-path-escapes",
     }
 )

@@ -176,6 +176,10 @@ REFUSED = {
         )
         for path in ("/etc/hosts", "/etc/resolv.conf", "/dev/termination-log")
     },
+    "system priority class": (
+        {"priorityClassName": "system-cluster-critical"},
+        "system-\\* classes belong to the cluster",
+    ),
     "mount over scratch": (
         {
             "volumes": [{"name": "v", "emptyDir": {}}],
