@@ -417,6 +417,12 @@ def test_monitoring_objects_are_off_by_default_and_render_when_enabled(render: R
     drivers = one(on, "PodMonitor")
     assert drivers["spec"]["selector"]["matchLabels"]["sluice.dev/role"] == "driver"
     assert drivers["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    # Issue 38, finding 8: no limit before, so one driver could exhaust Prometheus.
+    assert drivers["spec"]["sampleLimit"] == 20000
+    assert drivers["spec"]["labelLimit"] == 30
+    assert drivers["spec"]["labelNameLengthLimit"] == 128
+    assert drivers["spec"]["labelValueLengthLimit"] == 512
+    assert drivers["spec"]["bodySizeLimit"] == "4MB"
     service = one(on, "Service")
     assert service["spec"]["ports"][0]["name"] == "http-metrics"
 
