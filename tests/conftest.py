@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import settings
@@ -40,6 +41,34 @@ def pytest_configure(config: pytest.Config) -> None:
     del config
     for name in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
         os.environ.setdefault(name, JIT_C1_ONLY)
+
+
+LONG: Final = {
+    "tests/e2e/test_executors.py": "executors through four faults: 369 s",
+    "tests/e2e/test_hot_standby.py": "a hot standby through a kill and a partition: 189 s",
+    "tests/e2e/test_warm_handover.py": "a failed standby, then a warm handover: 195 s",
+    "tests/e2e/test_pipeline.py::test_partitioned_node_fails_over": "a partition: 153 s",
+    "tests/e2e/test_pipeline.py::test_code_upgrade_with_the_operator_killed": "upgrades: 291 s",
+    "tests/integration/test_driver_backpressure.py": "a 21,000-record backlog at 10 ms each",
+    "tests/integration/test_driver_lifecycle.py::test_backlog_is_drained": "a capped backlog",
+    "tests/integration/test_driver_retention.py": "records deleted by retention: 81 s",
+    "tests/integration/test_driver_recreated_topic.py": "a topic recreated: 85 s",
+    "tests/integration/test_stack_kafka.py::test_a_restarted_broker": "the dev stack's Kafka",
+}
+"""Tests ``make test`` leaves out (marked ``long``; ``make test-long`` runs them), with
+their cost on the 2-core machine (28 November 2026, C1 only): the whole suite no longer
+finished within CI's 90 minutes there (the last CI run stopped at 5400 s, a third of
+the way through the integration tests). Each one's faults or paths are also in a
+shorter test that stays: a driver kill and a Kafka restart (the short soak, which also
+upgrades), operator failover (``test_operator_failover``), fencing and crashes
+(``test_driver_fencing``, ``test_driver_crashes``), offsets past a partition's start or
+end (``test_driver_offset_reset``), a backlog (``test_driver_lifecycle``'s clean stop)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(tuple(LONG)):
+            item.add_marker(pytest.mark.long)
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,6 @@ def test_applied_pipeline_flows_shows_its_progress_and_survives_two_driver_kills
     assert status["phase"] == "Running"
 
 
-@pytest.mark.long
 def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
     setup: Setup,
 ) -> None:
@@ -131,7 +130,6 @@ def test_partitioned_node_fails_over_and_its_still_running_driver_is_fenced(
     assert report == SinkReport(count, count, missing=0, duplicates=0, wrong=0)
 
 
-@pytest.mark.long
 def test_code_upgrade_with_the_operator_killed_halfway_then_two_bad_upgrades_rolled_back(
     setup: Setup,
 ) -> None:
