@@ -58,11 +58,12 @@ LONG: Final = {
 """Tests ``make test`` leaves out (marked ``long``; ``make test-long`` runs them), with
 their cost on the 2-core machine (28 November 2026, C1 only): the whole suite no longer
 finished within CI's 90 minutes there (the last CI run stopped at 5400 s, a third of
-the way through the integration tests). Each one's faults or paths are also in a
-shorter test that stays: a driver kill and a Kafka restart (the short soak, which also
-upgrades), operator failover (``test_operator_failover``), fencing and crashes
-(``test_driver_fencing``, ``test_driver_crashes``), offsets past a partition's start or
-end (``test_driver_offset_reset``), a backlog (``test_driver_lifecycle``'s clean stop)."""
+the way through the integration tests). The faults of the e2e scenarios are also in
+shorter tests that stay: a driver kill, a Kafka restart and an upgrade (the short
+soak), operator failover (``test_operator_failover``), fencing and crashes
+(``test_driver_fencing``, ``test_driver_crashes``). The four driver paths (the
+backpressure cap, a capped backlog, retention, a recreated topic) only these tests
+cover: CI no longer runs them."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
