@@ -45,11 +45,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 LONG: Final = {
     "tests/e2e/test_executors.py": "executors through four faults: 369 s",
-    "tests/e2e/test_hot_standby.py": "a hot standby through a kill and a partition: 189 s",
-    "tests/e2e/test_warm_handover.py": "a failed standby, then a warm handover: 195 s",
-    "tests/e2e/test_pipeline.py::test_partitioned_node_fails_over": "a partition: 153 s",
-    "tests/e2e/test_pipeline.py::test_code_upgrade_with_the_operator_killed": "upgrades: 291 s",
-    "tests/integration/test_driver_backpressure.py": "a 21,000-record backlog at 10 ms each",
+    "tests/e2e/test_hot_standby.py": "a hot standby through a kill and a partition: 154 s",
+    "tests/e2e/test_warm_handover.py": "a failed standby, then a warm handover: 163 s",
+    "tests/e2e/test_pipeline.py::test_partitioned_node_fails_over": "a partition: 144 s",
+    "tests/e2e/test_pipeline.py::test_code_upgrade_with_the_operator_killed": "upgrades: 276 s",
+    "tests/integration/test_driver_backpressure.py": "a 21,000-record backlog at 10 ms each: 218 s",
     "tests/integration/test_driver_lifecycle.py::test_backlog_is_drained": "a capped backlog",
     "tests/integration/test_driver_retention.py": "records deleted by retention: 81 s",
     "tests/integration/test_driver_recreated_topic.py": "a topic recreated: 85 s",
