@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -224,6 +224,11 @@ class Rule:
         return result
 
 
+def _cel_list(values: Iterable[str]) -> str:
+    """A CEL list literal of strings (none of which holds a quote)."""
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
 _SPARK_CONF_ALLOWED: Final = (
     "(key in ["
     + ", ".join(f"'{key}'" for key in sorted(SPARK_CONF_KEYS))
@@ -232,7 +237,7 @@ _SPARK_CONF_ALLOWED: Final = (
     + ") && !key.lowerAscii().contains('class')"
 )
 """``sluice_api.spec.spark_conf_allowed`` in CEL."""
-_CODECS: Final = "[" + ", ".join(f"'{codec}'" for codec in SPARK_CONF_CODECS) + "]"
+_CODECS: Final = _cel_list(SPARK_CONF_CODECS)
 
 _DEAD_LETTER_LOOP: Final = (
     "!has(self.deadLetter) || !has(self.deadLetter.kafka) || !has(self.source.kafka)"
@@ -410,8 +415,8 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     ),
 }
 
-_RESERVED_ENV_PREFIXES: Final = "[" + ", ".join(f"'{p}'" for p in pod.RESERVED_ENV_PREFIXES) + "]"
-_RESERVED_ENV_NAMES: Final = "[" + ", ".join(f"'{n}'" for n in pod.RESERVED_ENV) + "]"
+_RESERVED_ENV_PREFIXES: Final = _cel_list(pod.RESERVED_ENV_PREFIXES)
+_RESERVED_ENV_NAMES: Final = _cel_list(pod.RESERVED_ENV)
 _RESERVED_ENV: Final = (
     f"{_RESERVED_ENV_PREFIXES}.exists(p, self.name.startsWith(p))"
     f" || self.name in {_RESERVED_ENV_NAMES}"
@@ -426,7 +431,7 @@ _RESERVED_KEY: Final = (
     + ", ".join(f"'{k}'" for k in pod.RESERVED_LABELS)
     + "]"
 )
-_KUBELET_FILES: Final = "[" + ", ".join(f"'{f}'" for f in pod.KUBELET_FILES) + "]"
+_KUBELET_FILES: Final = _cel_list(pod.KUBELET_FILES)
 _UP_A_LEVEL: Final = r"!self.matches('(^|/)\\.\\.(/|$)')"
 
 _IN_VALUES: Final = "self.operator in ['In', 'NotIn']"
