@@ -456,6 +456,19 @@ class Sink(Model):
 
     cassandra: CassandraSink | None = Field(default=None, description="Cassandra table sink.")
     datastore: DatastoreSink | None = Field(default=None, description="Datastore sink.")
+    order_column: str | None = Field(
+        default=None,
+        pattern=CASSANDRA_NAME,
+        max_length=48,
+        description=(
+            "Output column that orders the writes of one key (latest by event time): a "
+            "timestamp, or an integer of milliseconds since 1970. A row replaces the stored "
+            "one only if its value is not older, whatever the order its batch ran in "
+            "(late events, replays, resets). Cassandra: the cells' write timestamp is the "
+            "value in microseconds; Datastore: a transactional compare. Unset: the later "
+            "batch wins (docs/writing-a-transform.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def exactly_one(self) -> Self:

@@ -423,7 +423,10 @@ def _rate_control(spec: PipelineSpec) -> RateControl | None:
 
 def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
     if cfg.spec.sink.datastore is not None:
-        return DatastoreSink(DatastoreTarget.from_spec(cfg.spec.sink.datastore, os.environ))
+        return DatastoreSink(
+            DatastoreTarget.from_spec(cfg.spec.sink.datastore, os.environ),
+            order=cfg.spec.sink.order_column,
+        )
     target = cfg.spec.sink.cassandra
     if target is None:
         raise SinkSchemaError("set sink.cassandra or sink.datastore")
@@ -436,7 +439,8 @@ def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
             concurrency=target.concurrency,
             bounds=Bounds(rows=target.batch_rows, bytes=target.batch_bytes),
             tls=TlsMaterial.from_env(target.tls, os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
-        )
+        ),
+        order=cfg.spec.sink.order_column,
     )
 
 

@@ -20,12 +20,24 @@ Cassandra takes the write version as the cell write timestamp (``USING TIMESTAMP
 it is close to the wall clock in microseconds, which is what Cassandra's own clients
 use, so a manual write and a pipeline's write are ordered by when they happened. The
 Datastore sink stores the version in the entity and refuses to replace a newer one.
+
+With ``spec.sink.orderColumn`` a row's version is the same sum with the row's own
+time in place of the plan's: ``order_ms * EPOCH_SLOTS + min(e, EPOCH_SLOTS - 1)``
+(``sinks.ordered``). The latest event of a key then wins whatever the order its
+batch ran in, and two writes of one millisecond are still ordered by epoch, so a
+replay by a newer driver (an upgrade that fixes a value) replaces what an older
+driver wrote for the same events.
 """
 
 from typing import Final
 
 EPOCH_SLOTS: Final = 1_000
 """Write versions per batch version: one per epoch, epochs past 999 share the last."""
+
+
+MAX_ORDER_MS: Final = (2**63 - EPOCH_SLOTS) // EPOCH_SLOTS
+"""The largest order value (milliseconds) whose write version fits a signed 64-bit
+cell timestamp."""
 
 
 def next_version(previous: int, now_seconds: float) -> int:
@@ -41,3 +53,11 @@ def write_version(batch_version: int, epoch: int) -> int:
     if batch_version < 0:
         raise ValueError(f"batch version {batch_version} is negative")
     return batch_version * EPOCH_SLOTS + min(epoch, EPOCH_SLOTS - 1)
+
+
+def epoch_slot(version: int) -> int:
+    """The epoch's part of a write version made by :func:`write_version` (0 for the
+    version 0 a dry run writes with)."""
+    if version < 0:
+        raise ValueError(f"write version {version} is negative")
+    return version % EPOCH_SLOTS

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from sluice_dev.datastore import remote
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
+from sluice_job.sinks import SinkSchemaError
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreWriteError
 from sluice_job.sinks.datastore_entities import VERSION_PROPERTY
 from sluice_job.write_order import write_version
@@ -98,6 +99,62 @@ def test_a_late_write_of_an_older_version_does_not_overwrite_newer_data(
     later = write_version(8, 1)
     writer.write(events(spark_session, 600, "batch-8"), later)
     assert set(tags(datastore_project, datastore_host).values()) == {("batch-8", later)}
+
+
+def ordered_events(spark: SparkSession, rows: list[tuple[str, int | None, str]]) -> DataFrame:
+    """Entities ``(key, event time in ms, tag)``, the time in column ``at``."""
+    frame = spark.createDataFrame(rows, "`__key__` string, ms bigint, tag string")
+    return frame.select("__key__", F.timestamp_millis("ms").alias("at"), "tag")
+
+
+def test_with_an_order_column_the_newest_event_of_a_key_wins_whatever_the_batch_order(
+    spark_session: SparkSession, datastore_host: str, datastore_project: str
+) -> None:
+    """Issue 39, item 1: the later batch won, so a late older event overwrote the
+    latest state of its key; ``sink.orderColumn`` orders the writes by event time."""
+    base = 1_700_000_000_000
+    writer = DatastoreSink(datastore.target(datastore_project, datastore_host), order="at")
+    newest = [(f"o-{i}", base + 10, "shipped") for i in range(4)]
+    writer.write(ordered_events(spark_session, newest), write_version(5, 1))
+    # A later batch: older events of every order, o-0's newer one, and two events of
+    # o-1 in one batch of which the newer (not the later row) must win.
+    late = [(f"o-{i}", base + 5, "paid") for i in range(4)] + [
+        ("o-0", base + 20, "delivered"),
+        ("o-1", base + 30, "returned"),
+        ("o-1", base + 25, "refunded"),
+    ]
+    writer.write(ordered_events(spark_session, late), write_version(9, 1))
+    stored = datastore.entities(datastore_project, datastore_host)
+    assert {k: e["tag"] for k, e in stored.items()} == {
+        "o-0": "delivered",
+        "o-1": "returned",
+        "o-2": "shipped",
+        "o-3": "shipped",
+    }
+    assert stored["o-2"][VERSION_PROPERTY] == write_version(base + 10, 1)
+
+    # A replay by a newer driver (epoch 2) of the same events replaces them at equal
+    # times, and its older events still lose.
+    writer.write(ordered_events(spark_session, newest), write_version(11, 2))
+    again = datastore.entities(datastore_project, datastore_host)
+    assert again["o-2"][VERSION_PROPERTY] == write_version(base + 10, 2)
+    assert again["o-0"]["tag"] == "delivered"
+
+
+def test_an_order_column_that_is_null_or_not_a_time_fails_the_write_naming_it(
+    spark_session: SparkSession, datastore_host: str, datastore_project: str
+) -> None:
+    writer = DatastoreSink(datastore.target(datastore_project, datastore_host), order="at")
+    with pytest.raises(Exception, match=r"sink\.orderColumn 'at' is null"):
+        writer.write(ordered_events(spark_session, [("o-1", None, "paid")]), write_version(3, 1))
+    assert datastore.entities(datastore_project, datastore_host) == {}
+    text = ordered_events(spark_session, [("o-1", 1, "paid")]).withColumn("at", F.lit("x"))
+    with pytest.raises(SinkSchemaError, match=r"sink\.orderColumn 'at' is string"):
+        writer.write(text, write_version(3, 1))
+    with pytest.raises(SinkSchemaError, match="no column 'when'"):
+        DatastoreSink(datastore.target(datastore_project, datastore_host), order="when").write(
+            text, write_version(3, 1)
+        )
 
 
 def test_a_late_writer_overtaken_between_its_read_and_its_commit_does_not_win(

@@ -11,12 +11,17 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sluice_job import keys
 from sluice_job.examples.ui_events import clean
 from sluice_job.transform import TransformResult
 
 EVENTS_TABLE = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
     page text, action text, user_id text, event_time timestamp, source_topic text,
     source_partition int, source_offset bigint, tag text)"""
+
+ORDER_STATE_TABLE = """CREATE TABLE {keyspace}.order_state (order_id text PRIMARY KEY,
+    status text, event_time timestamp, tag text)"""
+"""One row per order, its latest status by event time (``spec.sink.orderColumn``)."""
 
 
 def tagged(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
@@ -59,3 +64,19 @@ def coin_flip(records: DataFrame, options: Mapping[str, Any]) -> TransformResult
         "key", "value", "topic", "partition", "offset", F.lit("tails").alias("reason")
     )
     return TransformResult(kept.output, rejects)
+
+
+def order_state(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+    """Order events (JSON ``{"order": ..., "status": ..., "ms": <event time>}``) as
+    the ``order_state`` table's rows, tagged; two events of one order in a batch
+    keep their source position, so the sink ranks them (``keys``)."""
+    event = F.from_json(
+        F.col("value").cast("string"), "`order` string, status string, ms bigint"
+    ).alias("e")
+    return records.select(event, keys.POSITION).select(
+        F.col("e.order").alias("order_id"),
+        F.col("e.status").alias("status"),
+        F.timestamp_millis(F.col("e.ms")).alias("event_time"),
+        F.lit(str(options["tag"])).alias("tag"),
+        keys.POSITION,
+    )

@@ -52,6 +52,11 @@ CASES = [
         "exactly one of sink.cassandra or sink.datastore",
     ),
     ("no sink", with_change("sink", {}), "exactly one of sink.cassandra or sink.datastore"),
+    (
+        "order column not a column name",
+        with_change("sink.orderColumn", "_sluice_version"),
+        "spec.sink.orderColumn",
+    ),
     ("typo", {**VALID, "sourc": {}}, "spec.sourc"),
     (
         "entrypoint shape",

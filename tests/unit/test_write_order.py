@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice_job.write_order import next_version, write_version
+from sluice_job.write_order import MAX_ORDER_MS, epoch_slot, next_version, write_version
 
 pytestmark = pytest.mark.unit
 
@@ -41,3 +41,23 @@ def test_versions_after_a_reset_beat_the_batch_id_versions_of_earlier_releases()
 def test_nonsense_is_refused(version: int, epoch: int, says: str) -> None:
     with pytest.raises(ValueError, match=says):
         write_version(version, epoch)
+
+
+def test_an_ordered_rows_version_keeps_the_writing_drivers_epoch() -> None:
+    """``sinks.ordered`` makes a row's version from its own time and the epoch part
+    of the batch's version: a newer driver wins at an equal time, never over a newer
+    time."""
+    batch = write_version(PLANNED, 7)
+    assert epoch_slot(batch) == 7
+    assert epoch_slot(write_version(PLANNED, 5_000)) == 999
+    assert epoch_slot(0) == 0  # a dry run's
+    event = 1_700_000_000_123
+    assert write_version(event, epoch_slot(batch)) == event * 1000 + 7
+    assert write_version(event + 1, 1) > write_version(event, 999)
+    with pytest.raises(ValueError, match="negative"):
+        epoch_slot(-1)
+
+
+def test_the_largest_order_value_still_fits_a_cell_timestamp() -> None:
+    assert write_version(MAX_ORDER_MS, 999) <= 2**63 - 1
+    assert (MAX_ORDER_MS + 1) * 1000 + 999 > 2**63 - 1

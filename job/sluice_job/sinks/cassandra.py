@@ -5,8 +5,10 @@ Arrow batches (``mapInArrow``) and each executor partition writes its rows in
 unlogged batches grouped by replica set, with bounded concurrency
 (``cassandra_writer``). Every cell carries ``USING TIMESTAMP <write version>``:
 re-runs of a batch overwrite themselves, and a late write from a fenced driver loses
-to the newer one. The user owns the table; the sink checks that it exists and that
-the DataFrame carries its primary key, and names what is missing.
+to the newer one. With ``spec.sink.orderColumn`` the version is each row's own, from
+its order value (``sinks.ordered``): the latest event of a key wins. The user owns
+the table; the sink checks that it exists and that the DataFrame carries its primary
+key, and names what is missing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyspark.sql import functions as F
 from sluice_job import keys
 from sluice_job.cassandra_session import connect
 from sluice_job.sinks import SinkSchemaError as SinkSchemaError  # re-exported for callers
+from sluice_job.sinks import ordered
 from sluice_job.sinks.cassandra_target import CassandraTarget as CassandraTarget
 from sluice_job.sinks.cassandra_writer import write_arrow
 
@@ -28,8 +31,11 @@ WRITTEN_SCHEMA = "written long"
 
 
 class CassandraSink:
-    def __init__(self, target: CassandraTarget) -> None:
+    def __init__(self, target: CassandraTarget, order: str | None = None) -> None:
         self.target = target
+        self.order = order
+        """``spec.sink.orderColumn``: each row's cells carry its own version
+        (``sinks.ordered``); ``None``: the batch's."""
         cluster, _ = connect(target.contact_points, target.credentials, target.tls)
         try:
             self.columns, self.key = _table_columns(cluster, target)
@@ -54,10 +60,15 @@ class CassandraSink:
         many would have been written."""
         columns = keys.without_position(frame.columns)
         self.check(columns)
-        target = self.target
-        rows = keys.last_per_key(frame, self.key).select(*columns)
-        write = partial(write_arrow, target, columns, version, dry=dry)
-        counts = rows.mapInArrow(write, WRITTEN_SCHEMA)
+        if self.order is not None:
+            frame = ordered.versioned(frame, self.order, version)
+            rows = keys.last_per_key(frame, self.key, ordered.VERSION)
+            selected = rows.select(*columns, ordered.VERSION)
+            write = partial(write_arrow, self.target, columns, None, dry=dry)
+        else:
+            selected = keys.last_per_key(frame, self.key).select(*columns)
+            write = partial(write_arrow, self.target, columns, version, dry=dry)
+        counts = selected.mapInArrow(write, WRITTEN_SCHEMA)
         written = counts.agg(F.sum("written")).head()
         return int(written[0] or 0) if written is not None else 0
 

@@ -1,8 +1,9 @@
 """The Cassandra sink's executor side: one Spark partition's rows into the table.
 
 Rows arrive as Arrow record batches (``arrow_rows``). Each row is bound to the
-prepared ``INSERT ... USING TIMESTAMP ?`` with the batch's write version, so every
-cell carries it exactly as before: a re-run overwrites itself and a fenced driver's
+prepared ``INSERT ... USING TIMESTAMP ?`` with the batch's write version (or, when
+the writes are ordered by a column, the row's own: ``ordered``), so every cell
+carries it exactly as before: a re-run overwrites itself and a fenced driver's
 late write loses. The bound rows are grouped by the nodes that own them
 (``cassandra_batches``) into unlogged batches, which the token-aware policy sends to
 one of those nodes (a batch takes its routing key from its first row), and at most
@@ -29,6 +30,7 @@ from sluice_job.cassandra_session import connect
 from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.cassandra_batches import estimated_size, grouped
 from sluice_job.sinks.cassandra_target import CassandraTarget
+from sluice_job.sinks.ordered import VERSION
 
 _sessions: dict[CassandraTarget, Session] = {}
 _prepared: dict[tuple[CassandraTarget, tuple[str, ...]], PreparedStatement] = {}
@@ -37,15 +39,17 @@ _prepared: dict[tuple[CassandraTarget, tuple[str, ...]], PreparedStatement] = {}
 def write_arrow(
     target: CassandraTarget,
     columns: Sequence[str],
-    version: int,
+    version: int | None,
     batches: Iterable[pa.RecordBatch],
     *,
     dry: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function: writes the partition's rows (with ``dry``, only
     prepares their requests, see :func:`write_rows`), then yields one record batch
-    with the count written (column ``written``)."""
-    values = (row for batch in batches for row in rows(batch, columns))
+    with the count written (column ``written``). ``version`` ``None``: each row's
+    own is in the batches' ``ordered.VERSION`` column."""
+    names = [*columns, VERSION] if version is None else columns
+    values = (row for batch in batches for row in rows(batch, names))
     written = write_rows(target, columns, version, values, dry=dry)
     yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
 
@@ -53,12 +57,13 @@ def write_arrow(
 def write_rows(
     target: CassandraTarget,
     columns: Sequence[str],
-    version: int,
+    version: int | None,
     values: Iterable[Sequence[Any]],
     *,
     dry: bool = False,
 ) -> int:
-    """Write rows (values in ``columns`` order); raises on the first failed request,
+    """Write rows (values in ``columns`` order, then, when ``version`` is ``None``,
+    the row's own write version); raises on the first failed request,
     else returns how many rows were written. With ``dry`` nothing is sent: the rows
     are bound, grouped by replicas and made into their requests as for a write (the
     session is opened and the statement prepared), which are then dropped; returns
@@ -66,7 +71,7 @@ def write_rows(
     batch's code path so, with rows that must not be written again."""
     session = _session(target)
     statement = _statement(session, target, tuple(columns))
-    bound = (statement.bind((*row, version)) for row in values)
+    bound = (statement.bind(row if version is None else (*row, version)) for row in values)
     keyed = ((_replicas(session, target.keyspace, b), estimated_size(b.values), b) for b in bound)
     tally = _Tally()
     requests = ((_request(tally.add(group)), None) for group in grouped(keyed, target.bounds))

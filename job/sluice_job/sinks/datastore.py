@@ -8,6 +8,8 @@ in chunks of at most 500 distinct keys (Datastore's limit per commit), and write
 every chunk in its own transaction: look the keys up, drop the entities whose stored
 write version is newer than ours (a fenced driver's late write must not win, see
 ``datastore_writes``), put the rest with our version in ``_sluice_version``, commit.
+With ``spec.sink.orderColumn`` each entity's version is its own (``ordered``), so
+the compare keeps the latest event of a key whatever the order of the batches.
 A conflicting writer makes the commit fail ABORTED and the chunk is tried again
 from the lookup, so the comparison and the write are atomic. Up to
 ``sink.datastore.concurrency`` chunks of a partition are in flight at once; a chunk
@@ -42,6 +44,7 @@ from pyspark.sql import DataFrame
 from sluice_api.spec import DATASTORE_WRITE_CONCURRENCY
 from sluice_api.spec import DatastoreSink as DatastoreSpec
 from sluice_job import keys, logs
+from sluice_job.sinks import ordered
 from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.datastore_credentials import ServiceAccount
 from sluice_job.sinks.datastore_entities import (
@@ -143,8 +146,13 @@ _RESULT_ARROW: Final = pa.schema(
 
 
 class DatastoreSink:
-    def __init__(self, target: DatastoreTarget, *, probe: bool = True) -> None:
+    def __init__(
+        self, target: DatastoreTarget, *, probe: bool = True, order: str | None = None
+    ) -> None:
         self.target = target
+        self.order = order
+        """``spec.sink.orderColumn``: each entity carries its own version
+        (``sinks.ordered``); ``None``: the batch's."""
         self.last = WriteResult()
         if probe:
             self.probe()
@@ -169,9 +177,15 @@ class DatastoreSink:
         returns the rows written (the executor's count, so the output is evaluated
         once). ``dry``: the same Spark job, in which the executors build every
         entity but send nothing (no lookup, no commit); returns the rows it took."""
-        frame = keys.last_per_key(frame, [KEY_COLUMN]) if KEY_COLUMN in frame.columns else frame
-        entity_shape = shape(frame.schema)
-        write = partial(write_arrow, self.target, entity_shape, frame.columns, version, dry=dry)
+        if self.order is not None:
+            frame = ordered.versioned(frame, self.order, version)
+        if KEY_COLUMN in frame.columns:
+            frame = keys.last_per_key(frame, [KEY_COLUMN], ordered.VERSION)
+        properties = frame.drop(ordered.VERSION) if self.order is not None else frame
+        entity_shape = shape(properties.schema)
+        columns = [*properties.columns, ordered.VERSION] if self.order else properties.columns
+        own = None if self.order is not None else version
+        write = partial(write_arrow, self.target, entity_shape, columns, own, dry=dry)
         results = frame.mapInArrow(write, RESULT_SCHEMA).collect()
         self.last = sum((WriteResult(**row.asDict()) for row in results), WriteResult())
         logs.event(
@@ -225,14 +239,15 @@ def write_arrow(
     target: DatastoreTarget,
     entity_shape: EntityShape,
     columns: Sequence[str],
-    version: int,
+    version: int | None,
     batches: Iterable[pa.RecordBatch],
     *,
     dry: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function: writes the partition (``dry``: see
     :func:`write_partition`), yields its :class:`WriteResult` as one row of
-    :data:`RESULT_SCHEMA`."""
+    :data:`RESULT_SCHEMA`. ``version`` ``None``: each row's own is its last column
+    (``ordered.VERSION``)."""
     values = (row for batch in batches for row in rows(batch, columns))
     result = write_partition(target, entity_shape, version, values, dry=dry)
     fields = dataclasses.asdict(result)
@@ -242,7 +257,7 @@ def write_arrow(
 def write_partition(
     target: DatastoreTarget,
     entity_shape: EntityShape,
-    version: int,
+    version: int | None,
     rows: Iterable[Sequence[Any]],
     *,
     dry: bool = False,
@@ -260,12 +275,18 @@ def write_partition(
         client = _client(target)
         for chunk in chunks((entity_shape.ident(row), row) for row in counted):
             entities = {
-                ident: _entity(client, target.kind, entity_shape.values(row), ident, version)
+                ident: _entity(
+                    client,
+                    target.kind,
+                    entity_shape.values(row),
+                    ident,
+                    row[-1] if version is None else version,
+                )
                 for ident, row in chunk.items()
             }
             if dry:
                 continue  # built, never sent
-            write = partial(_write_chunk, client, entities, version, target)
+            write = partial(_write_chunk, client, entities, target)
             result = sum(flight.submit(set(entities), write), result)
             if result.error:
                 break
@@ -278,12 +299,12 @@ def write_partition(
 
 
 def _write_chunk(
-    client: Any, entities: Mapping[Ident, Any], version: int, target: DatastoreTarget
+    client: Any, entities: Mapping[Ident, Any], target: DatastoreTarget
 ) -> WriteResult:
     """One chunk, retried on transient errors; a failure comes back in ``error``."""
     retrying = Retrying(target.backoff)
     try:
-        written = retrying.call(lambda: commit_chunk(client, entities, version, target.timeout))
+        written = retrying.call(lambda: commit_chunk(client, entities, target.timeout))
     except GoogleAPICallError as err:
         return WriteResult(retries=retrying.retries, error=describe(err, target, retrying.retries))
     return WriteResult(
@@ -291,14 +312,18 @@ def _write_chunk(
     )
 
 
-def commit_chunk(client: Any, entities: Mapping[Ident, Any], version: int, timeout: float) -> int:
-    """One transaction: skip the entities stored with a newer version, put the rest.
-    Returns how many were written."""
+def commit_chunk(client: Any, entities: Mapping[Ident, Any], timeout: float) -> int:
+    """One transaction: skip the entities stored with a newer version than their own
+    (``VERSION_PROPERTY``), put the rest. Returns how many were written."""
     transaction = client.transaction(begin_later=True)
     keys = [entity.key for entity in entities.values()]
     stored = client.get_multi(keys, transaction=transaction, retry=NO_RETRY, timeout=timeout)
-    newer = {e.key.id_or_name for e in stored if not supersedes(version, e.get(VERSION_PROPERTY))}
-    fresh = [entity for ident, entity in entities.items() if ident not in newer]
+    versions = {e.key.id_or_name: e.get(VERSION_PROPERTY) for e in stored}
+    fresh = [
+        entity
+        for ident, entity in entities.items()
+        if ident not in versions or supersedes(entity[VERSION_PROPERTY], versions[ident])
+    ]
     if not fresh:
         with suppress(GoogleAPICallError):  # nothing to release but a read
             transaction.rollback(retry=NO_RETRY, timeout=timeout)
