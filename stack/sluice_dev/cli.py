@@ -8,12 +8,14 @@ sluice-dev stop SERVER [--kill]      stop one server, keeping its data
 sluice-dev restart SERVER [--down S] [--kill]   stop one server, wait S seconds, start it
 sluice-dev status                    health of every server; exit 1 if any is down
 sluice-dev env                       `export` lines for clients of the stack
-sluice-dev logs SERVER [-n N] [-f]   a server's log
+sluice-dev logs SERVER [--lines N] [-f]   a server's (or a stack operator's) log
+sluice-dev logs POD [-n NS] [-c C] [-p]    a pod's log, from the node agent's files
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
 sluice-dev produce --pubsub --topic T [--subscription S] --count N   the same, to Pub/Sub
 sluice-dev image build DIR --tag NAME:TAG   a derived job image for the node agent
-sluice-dev pipeline apply FILE [--cql FILE]   a pipeline manifest run on the local stack
+sluice-dev operator start|stop [--namespace NS]   an operator serving one namespace
+sluice-dev pipeline apply FILE [--namespace NS] [--cql FILE]   a manifest run on the stack
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
 sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak (make soak)
 """
@@ -86,9 +88,24 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="health of each server").set_defaults(run=_status)
     sub.add_parser("env", help="print export lines for clients").set_defaults(run=_env)
 
-    cmd = sub.add_parser("logs", help="show a server's log")
-    cmd.add_argument("server", choices=[*(s.name for s in registry.SERVERS), "demo-operator"])
-    cmd.add_argument("-n", "--lines", type=int, default=50)
+    cmd = sub.add_parser(
+        "logs",
+        help="show a server's log, a stack operator's (demo-operator, operator-NS) or a "
+        "pod's (kubectl logs cannot reach the node agent)",
+    )
+    cmd.add_argument(
+        "name",
+        metavar="SERVER|POD",
+        help=_names(registry.SERVERS) + "; a stack operator (demo-operator, operator-NS); a pod",
+    )
+    cmd.add_argument(
+        "-n", "--namespace", default=None, help="the pod's namespace (default: sluice-demo)"
+    )
+    cmd.add_argument("-c", "--container", default=None, help="the pod's container")
+    cmd.add_argument(
+        "-p", "--previous", action="store_true", help="the container's run before the last"
+    )
+    cmd.add_argument("--lines", "--tail", type=int, default=50, help="last lines shown")
     cmd.add_argument("-f", "--follow", action="store_true")
     cmd.set_defaults(run=_logs)
 
@@ -149,14 +166,31 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--tag", "-t", required=True, metavar="NAME:TAG", help="the image's name")
     cmd.set_defaults(run=_image_build)
 
+    cmd = sub.add_parser("operator", help="an operator process serving one namespace")
+    operators = cmd.add_subparsers(dest="operator_command", required=True)
+    for action, run, what in (
+        ("start", _operator_start, "start (idempotent): the CRD, the namespace, the operator"),
+        ("stop", _operator_stop, "stop the operator serving the namespace"),
+    ):
+        cmd = operators.add_parser(action, help=what)
+        cmd.add_argument("--namespace", "-n", default="sluice-demo", help="default: sluice-demo")
+        cmd.set_defaults(run=run)
+
     cmd = sub.add_parser("pipeline", help="pipelines on the local stack")
     pipelines = cmd.add_subparsers(dest="pipeline_command", required=True)
     cmd = pipelines.add_parser(
         "apply",
-        help="apply a manifest to the local stack (namespace sluice-demo, local addresses), "
-        "creating its Kafka topics or Pub/Sub topics and subscription, and the tables of --cql",
+        help="apply a manifest to the local stack (in --namespace, local addresses), "
+        "creating its Kafka topics or Pub/Sub topics and subscription, and the tables of "
+        "--cql; starts an operator for the namespace if none runs",
     )
     cmd.add_argument("file", type=Path, metavar="FILE", help="a StreamingPipeline manifest")
+    cmd.add_argument(
+        "--namespace",
+        "-n",
+        default="sluice-demo",
+        help="where it runs, whatever the manifest's metadata.namespace (default: sluice-demo)",
+    )
     cmd.add_argument("--cql", type=Path, metavar="FILE", help="CQL creating the sink's tables")
     cmd.set_defaults(run=_pipeline_apply)
 
@@ -240,7 +274,13 @@ def _env(layout: Layout, _args: argparse.Namespace) -> int:
 
 
 def _logs(layout: Layout, args: argparse.Namespace) -> int:
-    path = layout.log(args.server)
+    from sluice_dev.nodeagent.podlogs import PodLogError
+
+    try:
+        path = _log_path(layout, args)
+    except PodLogError as err:
+        print(f"sluice-dev logs: {err}", file=sys.stderr)
+        return 1
     if not path.exists():
         print(f"sluice-dev: no log yet at {path}", file=sys.stderr)
         return 1
@@ -255,6 +295,26 @@ def _logs(layout: Layout, args: argparse.Namespace) -> int:
             else:
                 time.sleep(0.2)
     return 0
+
+
+def _log_path(layout: Layout, args: argparse.Namespace) -> Path:
+    """A server's or a stack process's log, unless a pod is meant: ``-n``, ``-c`` or
+    ``-p`` given, or no such log in the stack directory."""
+    from sluice_dev import demo
+    from sluice_dev.nodeagent import podlogs
+    from sluice_dev.servers import nodeagent
+
+    pod_options = args.namespace or args.container or args.previous
+    servers = {server.name for server in registry.SERVERS}
+    if not pod_options and (args.name in servers or layout.log(args.name).exists()):
+        return layout.log(args.name)
+    return podlogs.find(
+        nodeagent.state_dir(layout),
+        args.namespace or demo.NAMESPACE,
+        args.name,
+        args.container,
+        previous=args.previous,
+    )
 
 
 def _node(layout: Layout, args: argparse.Namespace) -> int:
@@ -361,11 +421,31 @@ def _image_build(layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
-def _pipeline_apply(layout: Layout, args: argparse.Namespace) -> int:
-    from sluice_dev import demo, localrun
+def _operator_start(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import localrun
 
-    print(localrun.apply(layout, args.file, args.cql, say=print).rstrip())
-    print(f"watch it:  .venv/bin/sluice-dev env; kubectl -n {demo.NAMESPACE} get sp -o wide")
+    print(f"the operator serving namespace {args.namespace}")
+    localrun.start_operator(layout, args.namespace, say=print)
+    return 0
+
+
+def _operator_stop(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import localrun
+
+    pid = localrun.stop_operator(layout, args.namespace)
+    state = "not running" if pid is None else f"stopped (pid {pid})"
+    print(f"the operator serving namespace {args.namespace}: {state}")
+    return 0
+
+
+def _pipeline_apply(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev import localrun
+
+    answer = localrun.apply(layout, args.file, args.cql, say=print, namespace=args.namespace)
+    print(answer.rstrip())
+    print(
+        f'watch it:  eval "$(.venv/bin/sluice-dev env)"; kubectl -n {args.namespace} get sp -o wide'
+    )
     return 0
 
 

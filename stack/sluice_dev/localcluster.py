@@ -59,10 +59,10 @@ def operator_for(
     kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     pid = procs.read_pid(layout.pidfile(name))
     if pid is not None and procs.pid_alive(pid):
-        say(f"operator already running (pid {pid})")
+        say(f"operator already running (pid {pid}), log {layout.log(name)}")
         return
     pid = start_operator(layout, namespace=namespace, name=name, port=port)
-    say(f"operator pid {pid}, log {layout.log(name)}")
+    say(f"operator pid {pid}, /metrics on 127.0.0.1:{port}, log {layout.log(name)}")
 
 
 def start_operator(layout: Layout, *, namespace: str, name: str, port: int) -> int:

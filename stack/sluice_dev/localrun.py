@@ -2,11 +2,13 @@
 cluster, run on the local stack, the last step of running one's own transform locally
 (``examples/custom-transform/README.md``: build the image, apply, produce).
 
-It starts what is not running (the servers, the CRD, the operator of the demo, which
-watches namespace ``sluice-demo``), creates what the driver needs and does not create
-itself (the source and dead-letter topics, the sink's tables from a CQL file), and
-applies the manifest pointed at the stack: :func:`localized`, a pure function, puts it
-in ``sluice-demo`` with the stack's Kafka, Pub/Sub and Cassandra addresses, the
+It starts what is not running (the servers, the CRD, an operator serving the
+namespace: :func:`start_operator`, also ``sluice-dev operator start``), creates what
+the driver needs and does not create itself (the source and dead-letter topics, the
+sink's tables from a CQL file), and applies the manifest pointed at the stack:
+:func:`localized`, a pure function, puts it in the namespace of ``--namespace``
+(default ``sluice-demo``, whatever the manifest's own ``metadata.namespace``: the
+examples name a cluster's namespace) with the stack's Kafka, Pub/Sub and Cassandra addresses, the
 checkpoint keyspace's replication fit for its one Cassandra node, and a driver sized
 for this machine. The image and the transform stay as written: the image
 must be one the node agent knows (``sluice-dev image build``).
@@ -31,16 +33,21 @@ from typing import Any, Final
 
 import yaml
 
-from sluice_dev import demo, localcluster, stack
+from sluice_dev import demo, localcluster, ports, procs, stack
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import Layout
 from sluice_dev.produce import ensure_topic
 from sluice_dev.pubsub import publish
+from sluice_dev.servers import kube, nodeagent
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
 from sluice_dev.servers.pubsub import HOST as PUBSUB_HOST
 
 SOURCE_PARTITIONS: Final = 4
+OPERATOR_SERVERS: Final = (kube.CONTROLLER_MANAGER, kube.SCHEDULER, nodeagent.NAME)
+"""What an operator and its drivers' pods need (with what these need): the control
+plane and the node agent. The servers a pipeline reads and writes start with
+``sluice-dev up``."""
 STACK_REPLICATION: Final = {"strategy": "SimpleStrategy", "replicationFactor": 1}
 """A checkpoint keyspace the driver creates (``createKeyspace``) on the stack's single
 Cassandra node: a production manifest's datacenters do not exist there."""
@@ -136,12 +143,57 @@ def cql_statements(text: str) -> list[str]:
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
-def apply(layout: Layout, path: Path, cql: Path | None, say: Callable[[str], None]) -> str:
-    """Run the manifest at ``path`` on the local stack; returns kubectl's answer."""
+def operator_process(namespace: str) -> str:
+    """The name of the stack's operator process serving ``namespace`` (its pid file and
+    its log, ``logs/<name>.log`` in the stack directory): the demo's for
+    ``sluice-demo``, so that the demo, ``pipeline apply`` and ``operator start`` share
+    one, else ``operator-<namespace>`` (a purely computational function)."""
+    return demo.OPERATOR if namespace == demo.NAMESPACE else f"operator-{namespace}"
+
+
+def start_operator(layout: Layout, namespace: str, say: Callable[[str], None]) -> None:
+    """The control plane and node agent up, the CRD applied (server-side), ``namespace``
+    created and an operator process of the stack serving it; idempotent: one already
+    running is kept. Its ``/healthz`` and ``/metrics`` listen on the demo's port for
+    ``sluice-demo``, else on a free one (said)."""
+    stack.up(layout, OPERATOR_SERVERS, say=lambda line: say(f"    {line}"))
+    port = demo.OPERATOR_PORT if namespace == demo.NAMESPACE else ports.free()
+    localcluster.operator_for(
+        layout,
+        Kubectl(layout),
+        namespace=namespace,
+        name=operator_process(namespace),
+        port=port,
+        say=lambda line: say(f"    {line}"),
+    )
+
+
+def stop_operator(layout: Layout, namespace: str) -> int | None:
+    """Stop the stack's operator serving ``namespace`` (SIGTERM, then SIGKILL after
+    30 s); returns its pid, or None when none was running. Its pipelines keep their
+    drivers: no operator deletes them on the way out."""
+    pidfile = layout.pidfile(operator_process(namespace))
+    pid = procs.read_pid(pidfile)
+    if pid is not None:
+        procs.terminate([pid], grace=30.0)
+    pidfile.unlink(missing_ok=True)
+    return pid
+
+
+def apply(
+    layout: Layout,
+    path: Path,
+    cql: Path | None,
+    say: Callable[[str], None],
+    *,
+    namespace: str = demo.NAMESPACE,
+) -> str:
+    """Run the manifest at ``path`` on the local stack in ``namespace``, served by the
+    stack's operator for it (started if needed); returns kubectl's answer."""
     manifest = yaml.safe_load(path.read_text())
     body = localized(
         manifest,
-        namespace=demo.NAMESPACE,
+        namespace=namespace,
         bootstrap=BOOTSTRAP,
         contact=CONTACT,
         pubsub=PUBSUB_HOST,
@@ -149,14 +201,8 @@ def apply(layout: Layout, path: Path, cql: Path | None, say: Callable[[str], Non
     say("starting the local stack (what is not running yet)")
     stack.up(layout, say=lambda line: say(f"    {line}"))
     kubectl = Kubectl(layout)
-    localcluster.operator_for(
-        layout,
-        kubectl,
-        namespace=demo.NAMESPACE,
-        name=demo.OPERATOR,
-        port=demo.OPERATOR_PORT,
-        say=lambda line: say(f"    {line}"),
-    )
+    say(f"the operator serving namespace {namespace}")
+    start_operator(layout, namespace, say)
     sources, dead_letter = topics(body["spec"])
     for topic in sources:
         ensure_topic(BOOTSTRAP, topic, SOURCE_PARTITIONS)

@@ -7,6 +7,7 @@ first on one machine.
 """
 
 import os
+import socket
 from typing import Final
 
 HOST: Final = "127.0.0.1"
@@ -30,3 +31,11 @@ DATASTORE: Final = 18081 + OFFSET
 DATASTORE_CONTROL: Final = 18082 + OFFSET
 PUBSUB: Final = 18085 + OFFSET
 PUBSUB_CONTROL: Final = 18086 + OFFSET
+
+
+def free() -> int:
+    """A loopback port free at the moment, for a process started beside the stack's
+    fixed ones (an operator of ``sluice-dev operator start``)."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])

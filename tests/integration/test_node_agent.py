@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import CoreV1Api, V1Pod, VersionApi
+from kubernetes.client import CoreV1Api, V1Pod, V1Service, VersionApi
 from kubernetes.client.exceptions import ApiException
 
 from sluice_dev import procs
@@ -366,6 +366,38 @@ def test_a_container_reaches_the_api_server_through_the_kubernetes_service_varia
         "master": core.api_client.configuration.host,
         "version": VersionApi(core.api_client).get_code().git_version,
     }
+
+
+ENDPOINT_WARNINGS_WINDOW = 20.0
+"""How long a Service over a running pod is watched for Warning Events: the endpoint
+controllers, when they ran, sent their first Warnings within 10 s of the pod's start."""
+
+
+def test_a_service_over_a_running_pod_raises_no_warning_events(
+    agent_stack: Layout, core: CoreV1Api, namespace: str
+) -> None:
+    """What each pipeline's driver has: a headless Service selecting its pod, whose IP
+    is a loopback address. The API server refuses loopback addresses in Endpoints and
+    EndpointSlices, so the controller-manager's endpoint controllers, when they ran,
+    failed on every sync with Warning Events ("may not be in the loopback range") that
+    buried the operator's own in ``kubectl get events``."""
+    manifest = pod_manifest("served", "import time\nwhile True: time.sleep(60)")
+    assert manifest.metadata is not None
+    manifest.metadata.labels = {"app": "served"}
+    core.create_namespaced_pod(namespace, manifest)
+    service = {
+        "metadata": {"name": "served"},
+        "spec": {"clusterIP": "None", "selector": {"app": "served"}, "ports": [{"port": 80}]},
+    }
+    core.create_namespaced_service(namespace, V1Service.model_validate(service))
+    wait_for(lambda: running_pid(core, namespace, "served"), timeout=30, what="served running")
+
+    deadline = time.monotonic() + ENDPOINT_WARNINGS_WINDOW
+    while time.monotonic() < deadline:
+        events = core.list_namespaced_event(namespace).items
+        warnings = [f"{e.reason}: {e.message}" for e in events if e.type == "Warning"]
+        assert warnings == [], "\n".join(warnings)
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,12 @@ NODE_AGENT_BINDING = "sluice:node-agent"
 NODE_MONITOR_PERIOD = "1s"
 NODE_MONITOR_GRACE = "10s"
 NODE_STARTUP_GRACE = "20s"
+ENDPOINT_CONTROLLERS = (
+    "endpoints-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+)
+"""The controller-manager's controllers left off (see ``_controller_manager_argv``)."""
 
 
 def _stamps() -> dict[str, str]:
@@ -367,6 +373,11 @@ def _controller_manager_argv(layout: Layout) -> Sequence[str]:
         # disruption", where a small cluster taints no lost node at all. Only a zone
         # with every node down counts as disrupted here.
         "--unhealthy-zone-threshold=1.0",
+        # Pod IPs here are loopback addresses (the node agent's), which the API server
+        # refuses in Endpoints and EndpointSlices: these controllers would fail on
+        # every sync of a Service over a running pod (each driver has a headless one)
+        # with Warning Events, burying everyone else's. Nothing routes Services here.
+        f"--controllers=*,{','.join(f'-{name}' for name in ENDPOINT_CONTROLLERS)}",
         "--v=1",
     ]
 
