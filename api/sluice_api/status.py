@@ -49,6 +49,13 @@ class LastCommit(_Model):
     time: str = Field(
         description="When it was committed.", json_schema_extra={"format": "date-time"}
     )
+    epoch: int | None = Field(
+        default=None,
+        ge=0,
+        description="Epoch of the driver that reported it: the one that committed it, or "
+        "one that claimed the checkpoint holding it. A newer epoch's report replaces it at "
+        "once, an older (fenced) epoch's never does.",
+    )
 
 
 class Lag(_Model):
@@ -56,9 +63,11 @@ class Lag(_Model):
 
     records: int = Field(
         ge=0,
-        description="Kafka: records past the committed offsets, up to the last stable "
-        "offsets, summed over partitions. Pub/Sub: messages pulled and not yet "
-        "acknowledged (the subscription's backlog is in Cloud Monitoring).",
+        description="Kafka: records from where the driver reads (the committed offsets; "
+        "before any commit, where startingOffsets places it) up to the last stable "
+        "offsets, summed over partitions, from the driver's claim on and while a batch "
+        "runs. Pub/Sub: messages pulled and not yet acknowledged (the subscription's "
+        "backlog is in Cloud Monitoring).",
     )
     oldest_message_age_seconds: int | None = Field(
         default=None,

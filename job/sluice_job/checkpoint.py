@@ -37,7 +37,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -137,6 +137,9 @@ class Checkpoint:
     next batch's version is greater (``write_order``)."""
     resets: frozenset[str] = frozenset()
     """Ids of the offset resets applied to the pipeline (``reset``)."""
+    committed_at: datetime | None = None
+    """When batch ``batch_id`` was committed (its history row), as :meth:`CheckpointStore.claim`
+    returns it; ``None`` when unknown or when nothing was committed."""
 
 
 @dataclass
@@ -236,6 +239,10 @@ class CheckpointStore:
             self._statements["claim_log"],
             (self.pipeline, epoch, self.owner, self.code_version, checkpoint.batch_id, now),
         )
+        if checkpoint.batch_id > 0:
+            # The status shows it from the claim on (the operator reads it from the
+            # driver's metrics), not only from this driver's first commit.
+            checkpoint = replace(checkpoint, committed_at=self.committed_at(checkpoint.batch_id))
         return checkpoint
 
     def _take(self, epoch: int, now: datetime) -> None:

@@ -242,6 +242,7 @@ def _kafka_runner(parts: Parts) -> Runner | None:
         on_timeout=parts.timed_out,
         initial_cap=source.backpressure.initial_records_per_partition,
         offset_reset=cfg.spec.offset_reset,
+        lag_watermarks=WatermarkReader(kafka.librdkafka()),
     )
 
 

@@ -26,6 +26,7 @@ from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
 
 from sluice_api import metrics as names
 from sluice_job import logs
+from sluice_job.checkpoint import Checkpoint
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
 from sluice_job.ports import Committed
@@ -85,7 +86,8 @@ BATCH_SECONDS = Histogram(
 )
 LAG = Gauge(
     names.CONSUMER_LAG,
-    "Records in Kafka past the committed position (high watermark - committed offset).",
+    "Records in Kafka from where the driver reads (the committed offset, or the starting "
+    "offset before any commit) to the last stable offset.",
     PARTITION,
 )
 LAST_COMMIT = Gauge(names.LAST_COMMIT_TIMESTAMP, "Unix time of the last commit.", PIPELINE)
@@ -201,7 +203,16 @@ class PrometheusObserver:
         if self.endpoint is not None:
             self.endpoint.ensure()
 
+    def resumed(self, checkpoint: Checkpoint) -> None:
+        """The claimed checkpoint's last batch, whichever epoch committed it: the
+        operator's status follows the checkpoint from the claim on, not from this
+        driver's first commit (a batch of 0: nothing committed yet)."""
+        LAST_BATCH.labels(self.pipeline).set(checkpoint.batch_id)
+        if checkpoint.committed_at is not None:
+            LAST_COMMIT.labels(self.pipeline).set(checkpoint.committed_at.timestamp())
+
     def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        """``positions``: where reading starts (``planner.starts``), committed or not."""
         for tp, mark in marks.items():
             position = positions.get(tp, mark.low)
             LAG.labels(self.pipeline, tp.topic, str(tp.partition)).set(max(0, mark.high - position))

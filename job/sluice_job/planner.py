@@ -102,6 +102,25 @@ def plan(
     return Plan(ranges=tuple(ranges), positions=positions, skips=tuple(skips), added=tuple(added))
 
 
+def starts(
+    committed: Positions, watermarks: Mapping[TopicPartition, Watermarks], policy: Policy
+) -> dict[TopicPartition, int]:
+    """Per partition, the offset the next plan reads from: where lag counts from, from
+    the driver's start, committed or not (the committed offset; with no checkpoint,
+    ``policy.starting_offsets``; a partition new to a checkpoint, its earliest). Never
+    raises: a checkpoint outside the retained range counts from the earliest offset,
+    where ``onOffsetOutOfRange: earliest`` resumes (with ``fail``, the next plan stops
+    the driver)."""
+    result: dict[TopicPartition, int] = {}
+    for tp, marks in watermarks.items():
+        at = committed.get(tp)
+        if at is not None and marks.low <= at <= marks.high:
+            result[tp] = at
+        else:
+            result[tp] = _start(tp, None, marks, policy, fresh=not committed)[0]
+    return result
+
+
 def _start(
     tp: TopicPartition, committed: int | None, marks: Watermarks, policy: Policy, *, fresh: bool
 ) -> tuple[int, Skip | None]:

@@ -73,6 +73,11 @@ class Committed:
 class Observer(Protocol):
     """Told what the loop does; must not raise (it only watches)."""
 
+    def resumed(self, checkpoint: Checkpoint) -> None:
+        """The driver claimed ``checkpoint``: what the pipeline has committed, whichever
+        epoch committed it, before this driver's first commit."""
+        ...
+
     def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None: ...
     def cap(self, records_per_partition: int) -> None: ...
     def skipped(self, skip: Skip) -> None: ...
@@ -84,6 +89,9 @@ class Observer(Protocol):
 
 
 class NoObserver:
+    def resumed(self, checkpoint: Checkpoint) -> None:
+        pass
+
     def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
         pass
 
@@ -108,6 +116,10 @@ class Observers:
     """Several observers as one, told in order."""
 
     members: tuple[Observer, ...]
+
+    def resumed(self, checkpoint: Checkpoint) -> None:
+        for member in self.members:
+            member.resumed(checkpoint)
 
     def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
         for member in self.members:

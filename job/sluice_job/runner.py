@@ -1,6 +1,7 @@
 """The micro-batch loop (docs/design.md): plan -> write -> commit, one batch at a time.
 
-    claim(epoch) -> apply an offset reset, if asked -> recover a planned batch -> loop:
+    claim(epoch) -> report it and the lag -> apply an offset reset, if asked
+    -> recover a planned batch -> loop:
         plan (pure) -> write the plan ahead -> read, transform, write -> commit
     on stop: finish the batch in flight, commit, release
 
@@ -9,6 +10,8 @@ planned (fail-fast), so nothing is committed past a failed batch. The runner hol
 no Spark or Cassandra code: it drives the ports of ``ports`` (checkpoint store,
 watermark reader, batch executor) and tells an observer what happened. A batch's
 timing lives in ``batch``, its failpoints in ``announce`` (wrappers of the ports).
+Lag counts from where the next plan reads (``planner.starts``) from the claim on, and
+is measured again while a batch runs (``lagwatch``).
 
 With backpressure on, each plan uses the cap the estimator (``backpressure``) drew
 from the batches before it, except the driver's first: it warms up the JVM (class
@@ -31,8 +34,9 @@ from sluice_job import announce, logs, offsets, outages, reset, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, attempted, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint
+from sluice_job.lagwatch import EVERY_SECONDS, LagWatch
 from sluice_job.offsets import TopicPartition, Watermarks
-from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained
+from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained, starts
 from sluice_job.ports import (
     Committed,
     Executor,
@@ -112,6 +116,10 @@ class Runner:
     """Called from a timer thread with the batch id and the timeout; ends the driver."""
     offset_reset: OffsetReset | None = None
     """``spec.offsetReset``: applied after the claim unless the checkpoint has its id."""
+    lag_watermarks: WatermarkSource | None = None
+    """A reader of its own for measuring lag while a batch runs (``lagwatch``);
+    ``None``: lag is measured only at the claim, at each plan and after each commit."""
+    lag_every: float = EVERY_SECONDS
     _estimate: Estimate = field(init=False)
     _marks: dict[TopicPartition, Watermarks] = field(init=False, default_factory=dict)
     _warmed_up: bool = field(init=False, default=False)
@@ -129,12 +137,25 @@ class Runner:
         self._executor = announce.AnnouncingExecutor(self.executor)
         checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
         self.progress.resume(checkpoint)
+        self.observer.resumed(checkpoint)
         logs.event(
             "claimed",
             epoch=self.epoch,
             batch_id=checkpoint.batch_id,
             offsets=offsets.to_json(checkpoint.positions),
         )
+        self._marks = self._retrying("kafka", lambda: self.watermarks.fetch(self.topics))
+        self._report_lag(self._marks)
+        watch = self._watch()
+        try:
+            self._loop(checkpoint)
+        finally:
+            if watch is not None:
+                watch.close()
+        self._retrying("release", self._store.release)
+        logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
+
+    def _loop(self, checkpoint: Checkpoint) -> None:
         if self.offset_reset is not None and self.offset_reset.id not in checkpoint.resets:
             request = self.offset_reset
             self._retrying("offset reset", lambda: self._reset(request, checkpoint))
@@ -155,8 +176,19 @@ class Runner:
                 continue
             next_start, idle = looked + self.interval, IDLE_FIRST
             self._run_batch(batch, planned_ahead=False)
-        self._retrying("release", self._store.release)
-        logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
+
+    def _watch(self) -> LagWatch | None:
+        source = self.lag_watermarks
+        if source is None:
+            return None
+        watch = LagWatch(lambda: self._report_lag(source.fetch(self.topics)), self.lag_every)
+        watch.start()
+        return watch
+
+    def _report_lag(self, marks: dict[TopicPartition, Watermarks]) -> None:
+        """Lag against ``marks``: from where the next plan reads (``planner.starts``:
+        committed offsets, or the starting offsets before any commit) to the end."""
+        self.observer.lag(marks, starts(self.progress.positions, marks, self.policy))
 
     @property
     def cap(self) -> int:
@@ -165,7 +197,7 @@ class Runner:
 
     def _next_batch(self) -> Batch | None:
         self._marks = self.watermarks.fetch(self.topics)
-        self.observer.lag(self._marks, self.progress.positions)
+        self._report_lag(self._marks)
         self.observer.cap(self.cap)
         policy = dataclasses.replace(self.policy, max_records_per_partition=self.cap)
         result = plan(self.progress.positions, self._marks, policy)
@@ -213,7 +245,7 @@ class Runner:
 
     def _report(self, done: Committed, *, recovered: bool) -> None:
         self.observer.committed(done)
-        self.observer.lag(self._marks, self.progress.positions)
+        self._report_lag(self._marks)
         logs.event("batch", **log_fields(done, epoch=self.epoch, recovered=recovered))
         self._observe_rate(done.batch, done.batch_seconds)
 
@@ -263,7 +295,7 @@ class Runner:
             offsets=offsets.to_json(after),
         )
         self.observer.committed(Committed(batch, None, 0.0, 0.0))
-        self.observer.lag(self._marks, self.progress.positions)
+        self._report_lag(self._marks)
 
     def _recoverable(self, planned: Batch | None) -> Batch | None:
         """A batch planned by a previous driver and never committed is re-executed as

@@ -70,7 +70,6 @@ from sluice_operator.consent import DEFAULT as DEFAULT_SECRET_LABEL
 from sluice_operator.consent import Label
 from sluice_operator.lifecycle import Seen, next_phase
 from sluice_operator.model import (
-    LastCommit,
     Observed,
     Phase,
     PodView,
@@ -81,6 +80,7 @@ from sluice_operator.model import (
     Status,
     StopReason,
 )
+from sluice_operator.progress import DriverProgress
 
 UPGRADE_FAILED = "UpgradeFailed"
 """Condition: the standby of a warm handover never became ready (True), or the spec
@@ -994,14 +994,15 @@ def _changed(status: Status, spec: PipelineSpec) -> bool:
 
 
 def _note_exit(status: Status, pod: PodView) -> Status:
-    """Record the last commit a driver reported when it exited (at its exit time)."""
+    """Record the last commit a driver reported when it exited (at its exit time), as
+    its last report (``reports.follow``): a fenced driver's never replaces a newer
+    epoch's."""
     message = termination.parse(pod.message)
     batch = message.last_batch_id if message else None
     if batch is None or batch <= 0 or pod.finished_at is None:
         return status
-    if status.last_commit is not None and batch < status.last_commit.batch_id:
-        return status
-    return replace(status, last_commit=LastCommit(batch, pod.finished_at.isoformat()))
+    said = DriverProgress(pod.epoch, batch, pod.finished_at, lag=None)
+    return replace(status, last_commit=reports.follow(status.last_commit, said, 0.0))
 
 
 def _after(obs: Observed, seen: Seen) -> Phase:

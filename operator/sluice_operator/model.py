@@ -80,6 +80,8 @@ class NodeView:
 class LastCommit:
     batch_id: int
     time: str
+    epoch: int | None = None
+    """The driver's that reported it; ``None`` in a status written before epochs were."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,13 @@ class Status:
             restarts=int(raw.get("restarts", 0)),
             observed_generation=int(raw.get("observedGeneration", 0)),
             last_commit=(
-                LastCommit(int(commit["batchId"]), str(commit["time"])) if commit else None
+                LastCommit(
+                    int(commit["batchId"]),
+                    str(commit["time"]),
+                    int(commit["epoch"]) if commit.get("epoch") is not None else None,
+                )
+                if commit
+                else None
             ),
             lag=_lag(lag) if lag else None,
             message=str(raw.get("message", "")),
@@ -225,11 +233,7 @@ class Status:
             "nextStartAt": self.next_start_at,
             "restarts": self.restarts,
             "observedGeneration": self.observed_generation,
-            "lastCommit": (
-                {"batchId": self.last_commit.batch_id, "time": self.last_commit.time}
-                if self.last_commit
-                else None
-            ),
+            "lastCommit": _last_commit_patch(self.last_commit) if self.last_commit else None,
             "lag": _lag_patch(self.lag) if self.lag else None,
             "message": self.message,
             "conditions": [dict(c) for c in self.conditions],
@@ -348,6 +352,15 @@ class Observed:
 def _lag(raw: Mapping[str, Any]) -> Lag:
     age = raw.get("oldestMessageAgeSeconds")
     return Lag(int(raw["records"]), str(raw["time"]), int(age) if age is not None else None)
+
+
+def _last_commit_patch(commit: LastCommit) -> dict[str, Any]:
+    """Without ``epoch`` when unknown (a status written before epochs were): a new last
+    commit always has one, so none is left behind by the merge."""
+    patch: dict[str, Any] = {"batchId": commit.batch_id, "time": commit.time}
+    if commit.epoch is not None:
+        patch["epoch"] = commit.epoch
+    return patch
 
 
 def _lag_patch(lag: Lag) -> dict[str, Any]:

@@ -4,7 +4,8 @@ The operator shows the last commit in the pipeline's status (``kubectl get sp``)
 while the driver runs, not only when it exits. It asks the driver, the way the
 Flink operator asks a JobManager's REST API: the driver already serves
 ``sluice_last_committed_batch_id``, ``sluice_last_commit_timestamp_seconds``,
-``sluice_epoch`` and ``sluice_consumer_lag`` for Prometheus. The alternative, the
+``sluice_epoch`` and ``sluice_consumer_lag`` for Prometheus, the last batch and its
+time from its claim of the checkpoint on (``reports.follow``). The alternative, the
 operator reading the checkpoint row, would give it Cassandra credentials and a
 Cassandra client; the driver needs no Kubernetes credentials either way.
 
@@ -45,6 +46,7 @@ BATCH: Final = names.LAST_COMMITTED_BATCH
 COMMITTED_AT: Final = names.LAST_COMMIT_TIMESTAMP
 EPOCH: Final = names.EPOCH
 LAG: Final = names.CONSUMER_LAG
+COMMITS: Final = names.BATCHES + "_total"
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class DriverProgress:
 
     epoch: int
     batch_id: int | None
-    """The last batch it committed; ``None`` before its first commit."""
+    """The checkpoint's last batch as it knows it (its own last commit, or the one it
+    found when it claimed); ``None`` before its claim, or with nothing committed."""
     committed_at: datetime | None
     lag: int | None
     """Records in Kafka past the committed positions, summed over partitions; for a
@@ -68,6 +71,15 @@ class DriverProgress:
     """Partitions whose checkpoint was beyond their end (a recreated topic)."""
     standby_ready: bool = False
     """A standby (warm handover) says it is ready to take over."""
+    commits: int | None = None
+    """Batches this driver committed (``sluice_batches_total``); ``None`` where not
+    read. ``batch_id`` alone does not say it: from its claim it is the checkpoint's,
+    possibly an older epoch's."""
+    claimed: bool = False
+    """It has claimed the pipeline and says what the checkpoint holds (``batch_id``
+    ``None``: nothing committed): from its claim on, it reports the checkpoint's last
+    batch, whichever epoch committed it. ``False`` before its claim, and from a driver
+    older than these reports until its first commit."""
 
 
 @dataclass(frozen=True)
@@ -108,20 +120,19 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
                 resets.setdefault(where, {})[sample.name] = int(sample.value)
             elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
                 unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
-            elif sample.name in (BATCH, COMMITTED_AT, EPOCH, names.STANDBY_READY):
+            elif sample.name in (BATCH, COMMITTED_AT, EPOCH, names.STANDBY_READY, COMMITS):
                 values[sample.name] = sample.value
     epoch = values.get(EPOCH)
     if not epoch:
         return None
     batch = values.get(BATCH)
     stamp = values.get(COMMITTED_AT)
-    committed = batch is not None and batch > 0 and stamp is not None and stamp > 0
+    batch_id = int(batch) if batch is not None and batch > 0 else None
+    known_time = batch_id is not None and stamp is not None and stamp > 0
     return DriverProgress(
         epoch=int(epoch),
-        batch_id=int(batch) if committed and batch is not None else None,
-        committed_at=(
-            datetime.fromtimestamp(stamp, UTC) if committed and stamp is not None else None
-        ),
+        batch_id=batch_id,
+        committed_at=datetime.fromtimestamp(stamp, UTC) if known_time and stamp else None,
         lag=None if lag is None else int(lag),
         oldest_age=int(values[names.PUBSUB_OLDEST_AGE])
         if names.PUBSUB_OLDEST_AGE in values
@@ -130,6 +141,8 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         lost=tuple(sorted(lost.items())),
         resets=tuple(_reset(where, values) for where, values in sorted(resets.items())),
         standby_ready=values.get(names.STANDBY_READY) == 1,
+        commits=int(values[COMMITS]) if COMMITS in values else None,
+        claimed=batch is not None,
     )
 
 

@@ -1,8 +1,8 @@
 """What the running driver reports about itself (its ``/metrics``, read by
 ``progress``), folded into the status: its last commit, its lag, the dependencies it
-waits for, records lost to retention, partitions read again after a recreated topic,
-X Reports of another epoch's driver are
-ignored; each returns the status unchanged when there is nothing new to say."""
+waits for, records lost to retention, partitions read again after a recreated topic.
+Reports of another epoch's driver are ignored; each returns the status unchanged when
+there is nothing new to say."""
 
 from __future__ import annotations
 
@@ -23,27 +23,43 @@ from sluice_operator.model import (
     PodView,
     Status,
 )
+from sluice_operator.progress import DriverProgress
 
 
 def with_progress(status: Status, pod: PodView, obs: Observed, interval: float) -> Status:
-    """The running driver's last commit, if it is newer and the stored one is at
-    least ``interval`` seconds old; reports of another epoch's driver are ignored."""
+    """The running driver's word on the checkpoint (:func:`follow`); reports of
+    another epoch's driver than the pod's are ignored."""
     report = obs.progress
-    if report is None or report.epoch != pod.epoch or report.batch_id is None:
+    if report is None or report.epoch != pod.epoch:
         return status
-    if report.committed_at is None:
-        return status
-    known = status.last_commit
-    if known is not None:
-        if report.batch_id <= known.batch_id:
-            return status
-        stored = datetime.fromisoformat(known.time)
-        if stored.tzinfo is None:
-            stored = stored.replace(tzinfo=UTC)
-        age = (report.committed_at - stored).total_seconds()
-        if age < interval:
-            return status
-    return replace(status, last_commit=LastCommit(report.batch_id, report.committed_at.isoformat()))
+    shown = follow(status.last_commit, report, interval)
+    return status if shown == status.last_commit else replace(status, last_commit=shown)
+
+
+def follow(known: LastCommit | None, report: DriverProgress, interval: float) -> LastCommit | None:
+    """The last commit the status shows once ``report`` is heard; a purely
+    computational function. The checkpoint is the truth, and the newest epoch speaks
+    for it: a driver reports the checkpoint's last batch from its claim on, whichever
+    epoch committed it (a partitioned driver's commits, unseen by the operator,
+    included). So a report of an epoch newer than the one ``known`` came from replaces
+    it at once, even with a lower batch (or none: nothing committed); one of an older
+    epoch (a fenced driver) never does; within an epoch the batch only moves forward,
+    at most every ``interval`` seconds of commit time."""
+    if known is not None and known.epoch is not None and report.epoch < known.epoch:
+        return known
+    newer = known is None or known.epoch is None or report.epoch > known.epoch
+    if report.batch_id is None:
+        return None if newer and report.claimed else known
+    if report.committed_at is None:  # its history row is missing: say nothing
+        return known
+    heard = LastCommit(report.batch_id, report.committed_at.isoformat(), report.epoch)
+    if known is None or newer:
+        return heard
+    if report.batch_id <= known.batch_id:
+        return known
+    if (report.committed_at - _aware(known.time)).total_seconds() < interval:
+        return known
+    return heard
 
 
 def with_lag(status: Status, pod: PodView, obs: Observed, interval: float) -> Status:
@@ -60,6 +76,13 @@ def with_lag(status: Status, pod: PodView, obs: Observed, interval: float) -> St
         if (obs.now - _aware(known.time)).total_seconds() < interval:
             return status
     return replace(status, lag=Lag(report.lag, obs.now.isoformat(), report.oldest_age))
+
+
+def _committed_itself(report: DriverProgress) -> bool:
+    """The driver committed a batch itself: its reported batch is not only the one it
+    found in the checkpoint when it claimed (an older epoch's). A report without its
+    count of commits (``None``) is taken at its batch's word."""
+    return report.batch_id is not None and report.committed_at is not None and report.commits != 0
 
 
 def _aware(stamp: str) -> datetime:
@@ -145,7 +168,7 @@ def with_good(status: Status, pod: PodView, obs: Observed) -> Status:
     report = obs.progress
     if report is None or report.epoch != pod.epoch or obs.spec is None:
         return status
-    if report.batch_id is None or report.committed_at is None or status.spec_hash is None:
+    if not _committed_itself(report) or status.spec_hash is None:
         return status
     if status.last_good is not None and status.last_good.spec_hash == status.spec_hash:
         return status
@@ -162,7 +185,7 @@ def with_offset_reset(status: Status, pod: PodView, obs: Observed) -> tuple[Stat
     report, spec = obs.progress, obs.spec
     if spec is None or spec.offset_reset is None or report is None or report.epoch != pod.epoch:
         return status, []
-    if report.batch_id is None or report.committed_at is None:
+    if not _committed_itself(report) or report.committed_at is None:
         return status, []
     asked = spec.offset_reset
     if status.offset_reset is not None and status.offset_reset.id == asked.id:

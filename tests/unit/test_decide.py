@@ -262,14 +262,14 @@ def test_running_driver_report_moves_last_commit_at_most_every_progress_interval
     status, pod = running(epoch=4)
     report = DriverProgress(4, batch_id=17, committed_at=NOW - timedelta(seconds=1), lag=30)
     first = written(decide(observed(status, (pod,), progress=report)))
-    assert first.last_commit == LastCommit(17, report.committed_at.isoformat())
+    assert first.last_commit == LastCommit(17, report.committed_at.isoformat(), epoch=4)
 
     soon = DriverProgress(4, batch_id=18, committed_at=NOW + timedelta(seconds=2), lag=0)
     assert written_or_none(decide(observed(first, (pod,), progress=soon))) in (None, first)
 
     later = DriverProgress(4, batch_id=23, committed_at=NOW + timedelta(seconds=6), lag=0)
     assert written(decide(observed(first, (pod,), progress=later))).last_commit == LastCommit(
-        23, later.committed_at.isoformat()
+        23, later.committed_at.isoformat(), epoch=4
     )
 
 

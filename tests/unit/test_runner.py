@@ -176,6 +176,9 @@ class RecordingObserver:
     committed_ids: list[int] = field(default_factory=list)
     failures: list[bool] = field(default_factory=list)
 
+    def resumed(self, checkpoint: Checkpoint) -> None:
+        pass
+
     def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
         self.lags.append({tp: m.high - positions.get(tp, m.low) for tp, m in marks.items()})
 

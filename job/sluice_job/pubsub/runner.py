@@ -156,6 +156,7 @@ class PubSubRunner:
 
     def _claimed(self, checkpoint: Checkpoint) -> None:
         self.progress.resume(checkpoint)
+        self.observer.resumed(checkpoint)
         logs.event(
             "claimed",
             epoch=self.epoch,
