@@ -24,7 +24,7 @@ from sluice_api.cluster import ClusterIdError
 from sluice_api.logformat import JsonFormatter
 from sluice_operator import clusterid
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
-from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, Label
+from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, TOKEN_TYPE, Label
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,6 +65,15 @@ def parser() -> argparse.ArgumentParser:
             f"a Secret whose value a pipeline sends (a Kafka or Cassandra login, the "
             f"Datastore key) must carry the annotation {ENDPOINTS_ANNOTATION} listing where "
             "it may go, or no driver starts (default: without it, anywhere)"
+        ),
+    )
+    result.add_argument(
+        "--refused-secret-types",
+        default="",
+        metavar="TYPE,...",
+        help=(
+            f"Secret types no pipeline may use, labelled or not, besides {TOKEN_TYPE} "
+            "(always refused)"
         ),
     )
     result.add_argument(
@@ -124,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handlers.SETTINGS,
         secret_label=Label.parse(args.secret_label),
         require_endpoints=args.require_secret_endpoints,
+        refused_secret_types=frozenset(
+            kind.strip() for kind in args.refused_secret_types.split(",") if kind.strip()
+        ),
         driver_cluster_role=args.driver_cluster_role,
         driver_service_accounts=frozenset(
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()

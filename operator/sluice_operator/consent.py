@@ -9,8 +9,17 @@ the Secrets pipelines may use with one label (the chart's ``secretConsent.label`
 reads the labels (metadata only, never a Secret's data) of every Secret the spec
 names, and a Secret without the label, or missing, keeps the pod from being created:
 the pipeline gets the ``SecretsUsable`` condition naming the Secret and the label,
-and starts by itself once the Secret is labelled. An ``optional`` reference to a
-Secret that does not exist is fine: the pod starts without it.
+and starts by itself once the Secret is labelled. An ``optional`` reference is held
+to the same rule: a Secret created later would be mounted without anyone having
+consented to it, so a missing one keeps the pod from being created too.
+
+A service-account token is never usable, labelled or not: a tenant can create a
+Secret of type ``kubernetes.io/service-account-token`` naming any ServiceAccount of
+its namespace (the operator's own, in the default install) and the token controller
+fills it in. The type is read without the data (the API server's Table form of the
+Secret, whose object is its metadata only), and a Secret carrying the annotation
+``kubernetes.io/service-account.name`` is refused whatever its type. The platform
+may name further types (``--refused-secret-types``).
 
 Consent says which Secrets pipelines may use, not where their values go. A Secret
 whose value the operator's connections send (a Kafka SASL or Cassandra login, the
@@ -112,24 +121,59 @@ def refusals(
     refs: tuple[Reference, ...], labels: Mapping[str, Mapping[str, str] | None], label: Label
 ) -> tuple[str, ...]:
     """Why each refused Secret may not be used, one line per Secret (a pure function).
-    ``labels`` maps each named Secret to its labels, ``None`` if it does not exist."""
+    ``labels`` maps each named Secret to its labels, ``None`` if it does not exist
+    (refused even where the reference is optional)."""
     said: dict[str, str] = {}
     for ref in refs:
         if ref.secret in said:
             continue
         found = labels.get(ref.secret)
         if found is None:
-            if not ref.optional:
-                said[ref.secret] = (
-                    f"Secret {ref.secret!r} ({ref.where}) does not exist; create it with "
-                    f"the label {label}"
-                )
+            optional = " (the reference is optional, but a Secret created later would be used)"
+            said[ref.secret] = (
+                f"Secret {ref.secret!r} ({ref.where}) does not exist"
+                f"{optional if ref.optional else ''}; create it with the label {label}"
+            )
         elif not label.on(found):
             said[ref.secret] = (
                 f"Secret {ref.secret!r} ({ref.where}) lacks the label {label}: the platform "
                 "has not allowed pipelines to use it"
             )
     return tuple(said.values())
+
+
+# -- what no pipeline may use ------------------------------------------------------
+
+TOKEN_TYPE: Final = "kubernetes.io/service-account-token"
+TOKEN_ANNOTATION: Final = "kubernetes.io/service-account.name"
+"""The annotation the token controller fills a Secret for (the ServiceAccount named)."""
+
+
+def token_refusals(
+    refs: tuple[Reference, ...],
+    found: Mapping[str, SecretMeta | None],
+    refused_types: frozenset[str] = frozenset(),
+) -> dict[str, str]:
+    """Secrets no pipeline may use whatever their labels, each with why (pure):
+    service-account tokens (by type or by the annotation that makes the token
+    controller fill one in) and the types the platform refuses."""
+    said: dict[str, str] = {}
+    for ref in refs:
+        meta = found.get(ref.secret)
+        if meta is None or ref.secret in said:
+            continue
+        account = meta.annotations.get(TOKEN_ANNOTATION)
+        if meta.type == TOKEN_TYPE or account is not None:
+            said[ref.secret] = (
+                f"Secret {ref.secret!r} ({ref.where}) is a service-account token (of "
+                f"{account or 'a ServiceAccount'}): pipelines may never use one, labelled or not"
+            )
+        elif meta.type in refused_types:
+            said[ref.secret] = (
+                f"Secret {ref.secret!r} ({ref.where}) is of type {meta.type}, which the "
+                "platform refuses to pipelines (--refused-secret-types)"
+            )
+    return said
 
 
 # -- where a Secret's value may go ---------------------------------------------------
@@ -157,6 +201,7 @@ class SecretMeta:
 
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    type: str = "Opaque"
 
 
 @dataclass(frozen=True)

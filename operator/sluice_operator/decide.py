@@ -111,6 +111,9 @@ class Settings:
     require_endpoints: bool = False
     """A Secret whose value a pipeline's connection sends must carry the annotation
     ``sluice.dev/allowed-endpoints`` (``consent``); ``False``: without it, anywhere."""
+    refused_secret_types: frozenset[str] = frozenset()
+    """Secret types no pipeline may use, labelled or not, beyond service-account
+    tokens, which are always refused (``consent.token_refusals``)."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE

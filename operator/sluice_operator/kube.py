@@ -38,12 +38,28 @@ LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
-METADATA_ONLY: Final = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
-"""Asks the API server for an object's metadata only (``consent`` reads a Secret's
-labels and annotations this way, so a Secret's data never reaches the operator)."""
+SECRET_TABLE: Final = {"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"}
+"""Asks the API server for a Secret as ``kubectl get`` prints it: a Table whose row
+holds its type and whose object is its metadata only (``consent`` reads a Secret's
+type, labels and annotations this way, so a Secret's data never reaches the
+operator)."""
 CONNECTIONS: Final = 32
 """HTTP connections to the API server: one per reconcile thread (handlers.py), so a
 burst of pipelines does not queue for the client's default handful."""
+
+
+def secret_meta(table: Mapping[str, Any]) -> SecretMeta:
+    """A Secret's metadata and type from its :data:`SECRET_TABLE` reply."""
+    columns = [c.get("name") for c in table.get("columnDefinitions") or []]
+    row = (table.get("rows") or [{}])[0]
+    cells = row.get("cells") or []
+    kind = cells[columns.index("Type")] if "Type" in columns else None
+    metadata = (row.get("object") or {}).get("metadata") or {}
+    return SecretMeta(
+        dict(metadata.get("labels") or {}),
+        dict(metadata.get("annotations") or {}),
+        str(kind) if kind else "Opaque",
+    )
 
 
 class Kube:
@@ -121,7 +137,7 @@ class Kube:
                 reply = self.core.read_namespaced_secret(
                     name,
                     namespace,
-                    _headers=METADATA_ONLY,
+                    _headers=SECRET_TABLE,
                     _preload_content=False,
                     _request_timeout=TIMEOUT,
                 )
@@ -131,10 +147,7 @@ class Kube:
                     continue
                 raise
             raw = cast(Any, reply).data  # the HTTP response: _preload_content=False
-            metadata = json.loads(raw).get("metadata") or {}
-            result[name] = SecretMeta(
-                dict(metadata.get("labels") or {}), dict(metadata.get("annotations") or {})
-            )
+            result[name] = secret_meta(json.loads(raw))
         return result
 
     # -- act -------------------------------------------------------------------

@@ -83,6 +83,7 @@ def reconcile(
             watched=watched,
             secret_label=settings.secret_label,
             require_endpoints=settings.require_endpoints,
+            refused_types=settings.refused_secret_types,
         )
         decision = decide(observed, settings)
         decision = _apply(kube, observed, decision)
@@ -138,6 +139,7 @@ def observe(
     watched: Watched | None = None,
     secret_label: Label | None = None,
     require_endpoints: bool = False,
+    refused_types: frozenset[str] = frozenset(),
 ) -> Observed:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
@@ -155,7 +157,9 @@ def observe(
     may_start = current is None or current.terminated or upgrading
     refusals: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     if spec is not None and may_start:
-        refusals = _secret_refusals(kube, namespace, spec, secret_label, require_endpoints)
+        refusals = _secret_refusals(
+            kube, namespace, spec, secret_label, require_endpoints, refused_types
+        )
     return Observed(
         name=name,
         namespace=namespace,
@@ -178,18 +182,27 @@ def observe(
 
 
 def _secret_refusals(
-    kube: Kube, namespace: str, spec: PipelineSpec, label: Label | None, require_endpoints: bool
+    kube: Kube,
+    namespace: str,
+    spec: PipelineSpec,
+    label: Label | None,
+    require_endpoints: bool,
+    refused_types: frozenset[str],
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Secrets the spec may not use (no consent label), and Secrets it may not send
-    where it does (``consent.endpoint_refusals``), from their metadata."""
+    """Secrets the spec may not use (a token or a refused type, no consent label), and
+    Secrets it may not send where it does (``consent.endpoint_refusals``), from their
+    metadata."""
     refs = consent.references(spec)
     if not refs:
         return (), ()
     found = kube.secret_metadata(namespace, (r.secret for r in refs))
     labels = {name: meta.labels if meta else None for name, meta in found.items()}
-    unlabelled = consent.refusals(refs, labels, label) if label is not None else ()
+    tokens = consent.token_refusals(refs, found, refused_types)
+    others = tuple(r for r in refs if r.secret not in tokens)
+    unlabelled = consent.refusals(others, labels, label) if label is not None else ()
+    unusable = (*tokens.values(), *unlabelled)
     sent = consent.deliveries(spec)
-    return unlabelled, consent.endpoint_refusals(refs, sent, found, require=require_endpoints)
+    return unusable, consent.endpoint_refusals(refs, sent, found, require=require_endpoints)
 
 
 def _drivers(

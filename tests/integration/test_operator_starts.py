@@ -127,6 +127,53 @@ def test_a_pipeline_naming_a_secret_without_the_platforms_label_gets_no_pod_unti
     assert usable_now["status"] == "True"
 
 
+def test_a_self_labelled_service_account_token_is_never_mounted(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    """Issue 38, finding 2. Reproduction: the tenant creates a Secret of type
+    kubernetes.io/service-account-token naming a ServiceAccount of its namespace, with
+    the consent label, and mounts it through spark.pod.volumes; the token controller
+    fills it in and the driver started with the token (consent read labels only). Now
+    the pipeline waits with SecretsUsable=False naming the token, and no pod."""
+    operators.start()
+    pipeline.core.create_namespaced_secret(
+        pipeline.namespace,
+        client.V1Secret.model_validate(
+            {
+                "metadata": {
+                    "name": "minted",
+                    "labels": {"sluice.dev/usable": "true"},
+                    "annotations": {"kubernetes.io/service-account.name": "default"},
+                },
+                "type": "kubernetes.io/service-account-token",
+            }
+        ),
+    )
+    wait_for(
+        lambda: (
+            "token"
+            in (pipeline.core.read_namespaced_secret("minted", pipeline.namespace).data or {})
+        ),
+        timeout=60,
+        what="the token controller to fill the Secret in (the escape is real)",
+    )
+    spec = standin_spec()
+    spec["spark"]["pod"] = {
+        "volumes": [{"name": "t", "secret": {"secretName": "minted"}}],
+        "volumeMounts": [{"name": "t", "mountPath": "/var/t"}],
+    }
+    pipeline.create(spec)
+    refused = wait_for(
+        lambda: (c := condition(pipeline, "SecretsUsable")) and c["status"] == "False" and c,
+        timeout=60,
+        what="SecretsUsable=False",
+    )
+    assert "'minted' (spark.pod.volumes[0].secret) is a service-account token" in refused["message"]
+    assert "of default" in refused["message"]
+    assert pipeline.live_pods() == []
+    assert pipeline.status().get("epoch", 0) == 0
+
+
 def test_a_secret_goes_only_where_its_annotation_allows_and_must_say_where_if_required(
     operators: Operators, pipeline: Pipeline
 ) -> None:

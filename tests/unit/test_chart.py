@@ -145,6 +145,8 @@ def test_defaults_render_only_the_operator_and_its_rbac(render: Render) -> None:
             "ValidatingAdmissionPolicyBinding",
             "ValidatingAdmissionPolicy",  # executor pods: their pipeline's Secrets only
             "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",  # Secrets: only the platform consents
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
 
@@ -567,7 +569,33 @@ def test_the_driver_pod_policy_binds_everywhere_cluster_wide_and_can_be_turned_o
     secrets = one(docs, "ValidatingAdmissionPolicyBinding", "rel-sluice-executor-secrets")
     assert "namespaceSelector" not in secrets["spec"]["matchResources"]
     off = render("driverPodPolicy.enabled=false")
-    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    left = {d["metadata"]["name"] for d in off if d["kind"].startswith("ValidatingAdmission")}
+    assert left == {"rel-sluice-secret-consent"}  # not a driver pod policy
+
+
+def test_the_secret_consent_policy_names_the_platform_and_follows_the_label(
+    render: Render,
+) -> None:
+    """Issue 38, finding 2: a tenant could label its own Secrets usable. The policy
+    (its behaviour on the real API server: test_secret_consent_policy) checks the
+    label the operator asks for, lets the listed users and groups through, binds
+    where the operator serves, and is gone with consent turned off."""
+    docs = render(
+        "operator.secretLabel=example.com/ok=yes",
+        "secretConsentPolicy.platformUsers={system:serviceaccount:gitops:applier}",
+    )
+    policy = one(docs, "ValidatingAdmissionPolicy", "rel-sluice-secret-consent")["spec"]
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert variables["key"] == '"example.com/ok"'
+    assert '["system:serviceaccount:gitops:applier"]' in variables["platform"]
+    assert '["system:masters"]' in variables["platform"]
+    assert policy["matchConstraints"]["resourceRules"][0]["resources"] == ["secrets"]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "rel-sluice-secret-consent")
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+    assert selector["values"] == ["sluice-system"]
+    for off in ("operator.secretLabel=", "secretConsentPolicy.enabled=false"):
+        names = {d["metadata"]["name"] for d in render(off)}
+        assert "rel-sluice-secret-consent" not in names
 
 
 def test_the_driver_pod_policy_never_holds_the_operator_to_it(render: Render) -> None:

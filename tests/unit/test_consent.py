@@ -15,6 +15,8 @@ from sluice_operator.actions import CreatePod, Emit, WriteStatus
 from sluice_operator.consent import (
     DEFAULT,
     ENDPOINTS_ANNOTATION,
+    TOKEN_ANNOTATION,
+    TOKEN_TYPE,
     Label,
     Reference,
     SecretMeta,
@@ -24,8 +26,10 @@ from sluice_operator.consent import (
     parse_endpoint,
     references,
     refusals,
+    token_refusals,
 )
 from sluice_operator.decide import decide
+from sluice_operator.kube import secret_meta
 from sluice_operator.model import Status
 from tests.support.observations import SPEC, observed, spec
 
@@ -111,11 +115,62 @@ def test_a_secret_without_the_label_or_missing_is_refused_naming_it_and_the_labe
         "gone-but-optional": None,
     }
     said = refusals(refs, labels, DEFAULT)
-    assert len(said) == 3
+    assert len(said) == 4
     assert said[0].startswith("Secret 'unlabelled' (sink.cassandra.credentialsSecret) lacks")
     assert "sluice.dev/usable=true" in said[0]
     assert "'wrong-value'" in said[1]
     assert said[2].startswith("Secret 'gone' (c) does not exist")
+    # Issue 38, finding 8: an optional reference to a missing Secret passed, and a
+    # Secret created later without the label would have been mounted.
+    assert said[3].startswith("Secret 'gone-but-optional' (d) does not exist (the reference is")
+
+
+def test_a_service_account_token_is_refused_labelled_or_not() -> None:
+    """Issue 38, finding 2: a tenant creates a Secret of type
+    kubernetes.io/service-account-token naming the operator's ServiceAccount, with the
+    consent label; the token controller fills it in and consent (labels only) let a
+    pipeline mount it. Now the type, or the annotation alone, refuses it."""
+    refs = (
+        Reference("minted", "spark.pod.volumes[0].secret"),
+        Reference("annotated", "spark.pod.envFrom[0]"),
+        Reference("tls", "b"),
+        Reference("fine", "c"),
+        Reference("gone", "d"),
+    )
+    usable = {"sluice.dev/usable": "true"}
+    found = {
+        "minted": SecretMeta(usable, {}, TOKEN_TYPE),
+        "annotated": SecretMeta(usable, {TOKEN_ANNOTATION: "sluice"}, "Opaque"),
+        "tls": SecretMeta(usable, {}, "kubernetes.io/tls"),
+        "fine": SecretMeta(usable, {}, "Opaque"),
+        "gone": None,
+    }
+    said = token_refusals(refs, found)
+    assert list(said) == ["minted", "annotated"]
+    assert said["minted"].startswith("Secret 'minted' (spark.pod.volumes[0].secret) is a ")
+    assert "of sluice" in said["annotated"]
+    assert list(token_refusals(refs, found, frozenset({"kubernetes.io/tls"}))) == [
+        "minted",
+        "annotated",
+        "tls",
+    ]
+
+
+def test_a_secrets_type_and_metadata_are_read_from_its_table_form() -> None:
+    table = {
+        "kind": "Table",
+        "columnDefinitions": [{"name": "Name"}, {"name": "Type"}, {"name": "Data"}],
+        "rows": [
+            {
+                "cells": ["minted", TOKEN_TYPE, 3],
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
+                },
+            }
+        ],
+    }
+    assert secret_meta(table) == SecretMeta({"a": "b"}, {"c": "d"}, TOKEN_TYPE)
 
 
 def test_the_label_is_the_platforms_choice() -> None:
