@@ -154,6 +154,42 @@ def test_a_drivers_token_reaches_only_its_own_executor_pods(
         privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
         found = refusal(as_a.create_namespaced_pod, namespace, privileged)
         assert forbidden_by_policy(found, "may not reach the node")
+
+        # Issue 38, finding 3: its own executor, but not restricted (each of these was
+        # created before, in a namespace without a Pod Security level).
+        def pod_level(change: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+            return lambda pod: pod["spec"]["securityContext"].update(change)
+
+        def container(change: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+            return lambda pod: pod["spec"]["containers"][0]["securityContext"].update(change)
+
+        def unlimited(pod: dict[str, Any]) -> None:
+            del pod["spec"]["containers"][0]["resources"]["limits"]["ephemeral-storage"]
+
+        unrestricted: list[tuple[Callable[[dict[str, Any]], None], str]] = [
+            (pod_level({"runAsUser": 0}), "runAsUser not 0"),
+            (pod_level({"seccompProfile": {"type": "Unconfined"}}), "seccompProfile"),
+            (container({"allowPrivilegeEscalation": True}), "allowPrivilegeEscalation false"),
+            (container({"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}), "adding"),
+            (container({"capabilities": {"add": ["NET_ADMIN"]}}), "dropping ALL"),
+            (container({"runAsUser": 0}), "not running as root"),
+            (
+                lambda pod: pod["spec"]["containers"][0].update(
+                    ports=[{"containerPort": 7077, "hostPort": 7077}]
+                ),
+                "no hostPort",
+            ),
+            (unlimited, "ephemeral-storage limit"),
+            (
+                lambda pod: pod["spec"].update(priorityClassName="system-node-critical"),
+                "system-node-critical",
+            ),
+        ]
+        for number, (change, says) in enumerate(unrestricted, start=20):
+            loose = executor_pod(a_driver, number)
+            change(loose)
+            found = refusal(as_a.create_namespaced_pod, namespace, loose)
+            assert forbidden_by_policy(found, says), (says, found)
         b_driver_name = b_driver.metadata.name
         assert forbidden_by_policy(refusal(as_a.delete_namespaced_pod, b_driver_name, namespace))
         b_exec_name = b_executor["metadata"]["name"]

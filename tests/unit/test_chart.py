@@ -651,3 +651,29 @@ def test_executor_pods_name_only_the_secrets_their_pipelines_status_lists(
     assert selected["objectSelector"] == {"matchLabels": {naming.LABEL_ROLE: naming.ROLE_EXECUTOR}}
     [served] = selected["namespaceSelector"]["matchExpressions"]
     assert sorted(served["values"]) == ["analytics", "payments"]
+
+
+def test_the_driver_pod_policy_holds_executor_pods_to_the_restricted_profile(
+    render: Render,
+) -> None:
+    """Issue 38, finding 3: a driver's token created executor pods outside the
+    restricted Pod Security Standard (test_hostile_tenant shows each one refused by
+    the real API server); the policy spells every rule of it."""
+    policy = one(render(), "ValidatingAdmissionPolicy", "rel-sluice-driver-pods")["spec"]
+    rules = " ".join(v["expression"] for v in policy["validations"])
+    for rule in (
+        "runAsNonRoot",
+        "runAsUser != 0",
+        '["RuntimeDefault", "Localhost"]',
+        "allowPrivilegeEscalation",
+        'drop.exists(d, d == "ALL")',
+        'add.all(a, a == "NET_BIND_SERVICE")',
+        'procMount == "Default"',
+        "hostPort",
+        '"ephemeral-storage" in c.resources.limits',
+        'startsWith("system-")',
+        "sysctls",
+        "hostAliases",
+        "initContainers.all(c, has(c.securityContext)",
+    ):
+        assert rule in rules, rule

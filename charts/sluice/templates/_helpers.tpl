@@ -167,3 +167,11 @@ What the operator needs cluster-wide in either mode:
   verbs: [get]
 {{- end }}
 {{- end }}
+
+{{/*
+The restricted Pod Security Standard's container rules, as one CEL predicate over a
+container "c" (driverpolicy.yaml), with an ephemeral-storage limit on top.
+*/}}
+{{- define "sluice.restrictedContainer" -}}
+has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && !c.securityContext.allowPrivilegeEscalation && has(c.securityContext.capabilities) && has(c.securityContext.capabilities.drop) && c.securityContext.capabilities.drop.exists(d, d == "ALL") && (!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(a, a == "NET_BIND_SERVICE")) && (!has(c.securityContext.runAsUser) || c.securityContext.runAsUser != 0) && (!has(c.securityContext.runAsNonRoot) || c.securityContext.runAsNonRoot) && (!has(c.securityContext.procMount) || c.securityContext.procMount == "Default") && (!has(c.securityContext.seccompProfile) || c.securityContext.seccompProfile.type in ["RuntimeDefault", "Localhost"]) && (!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)) && has(c.resources) && has(c.resources.limits) && "ephemeral-storage" in c.resources.limits
+{{- end }}
