@@ -960,14 +960,18 @@ def _roll_back(
     return _start(back, back.spec, status, _after(obs, Seen.ROLLED_BACK), actions, settings)
 
 
-def after_rejection(obs: Observed, status: Status, why: str) -> Decision:
+def after_rejection(
+    obs: Observed, status: Status, why: str, *, reason: str = "DriverRejected"
+) -> Decision:
     """The API server refused to create the driver pod ``status`` names (admission,
-    quota, an invalid field): a failure like an exit, retried after a back-off (never
-    at once: the same pod would be refused again), Failed after ``maxFailures``. So a
-    refused pod costs one epoch per attempt, not one per reconcile."""
+    quota, an invalid field), or an object it needs is someone else's (``reason``
+    ``NotOwned``): a failure like an exit, retried after a back-off (never at once:
+    the same pod would be refused again), Failed after ``maxFailures``. So a refused
+    pod costs one epoch per attempt, not one per reconcile."""
     assert obs.spec is not None, "a pod is only created for a valid spec"
-    text = f"{status.driver_pod} was refused by the API server: {why}"
-    told: list[Action] = [Emit("Warning", "DriverRejected", text)]
+    cause = "was refused by the API server" if reason == "DriverRejected" else "was not created"
+    text = f"{status.driver_pod} {cause}: {why}"
+    told: list[Action] = [Emit("Warning", reason, text)]
     after = replace(obs, status=status)
     written = replace(status, driver_pod=None)
     floor = max(obs.spec.restart.backoff_seconds, 1)

@@ -48,13 +48,38 @@ CONNECTIONS: Final = 32
 burst of pipelines does not queue for the client's default handful."""
 
 
+class NotOwnedError(RuntimeError):
+    """An object the operator makes for a pipeline exists and is not that pipeline's."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(
+            f"{kind} {name!r} exists and is not this pipeline's (no owner reference to it): "
+            "the operator does not adopt it; rename the pipeline, or delete the object if "
+            "it is a deleted pipeline's that garbage collection has not removed yet"
+        )
+        self.kind, self.name = kind, name
+
+
+def _owner_uids(found: Any) -> set[str]:
+    """The uids of an object's owner references (a client model or a metadata dict)."""
+    if isinstance(found, Mapping):
+        return {str(ref.get("uid")) for ref in found.get("ownerReferences") or []}
+    return {str(ref.uid) for ref in found.metadata.owner_references or []}
+
+
+def table_metadata(table: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata of the one object a Table reply holds (``includeObject=Metadata``,
+    the API server's default)."""
+    row = (table.get("rows") or [{}])[0]
+    return dict((row.get("object") or {}).get("metadata") or {})
+
+
 def secret_meta(table: Mapping[str, Any]) -> SecretMeta:
     """A Secret's metadata and type from its :data:`SECRET_TABLE` reply."""
     columns = [c.get("name") for c in table.get("columnDefinitions") or []]
-    row = (table.get("rows") or [{}])[0]
-    cells = row.get("cells") or []
+    cells = ((table.get("rows") or [{}])[0]).get("cells") or []
     kind = cells[columns.index("Type")] if "Type" in columns else None
-    metadata = (row.get("object") or {}).get("metadata") or {}
+    metadata = table_metadata(table)
     return SecretMeta(
         dict(metadata.get("labels") or {}),
         dict(metadata.get("annotations") or {}),
@@ -188,22 +213,47 @@ class Kube:
                 self.event(namespace, pipeline, kind, reason, message, uid)
 
     def ensure(self, manifest: Mapping[str, Any]) -> None:
+        """Create ``manifest``'s object; one that exists already is adopted only if it
+        is owned by the same pipeline (its uid among the owner references), else
+        :class:`NotOwnedError`: a ServiceAccount, RoleBinding or Secret of that name
+        made by anyone else would lend its identity (cloud workload identity
+        included) or its rights to the pipeline."""
         namespace = manifest["metadata"]["namespace"]
-        kind = manifest["kind"]
+        name, kind = manifest["metadata"]["name"], manifest["kind"]
+        create: Any
+        read: Any
         if kind == "ServiceAccount":
             body: Any = client.V1ServiceAccount.model_validate(manifest)
-            self._create(lambda: self.core.create_namespaced_service_account(namespace, body))
+            create = self.core.create_namespaced_service_account
+            read = self.core.read_namespaced_service_account
         elif kind == "Service":
             body = client.V1Service.model_validate(manifest)
-            self._create(lambda: self.core.create_namespaced_service(namespace, body))
+            create, read = self.core.create_namespaced_service, self.core.read_namespaced_service
         elif kind == "Secret":
             body = client.V1Secret.model_validate({**manifest, "data": fresh_secret()})
-            self._create(lambda: self.core.create_namespaced_secret(namespace, body))
+            create, read = self.core.create_namespaced_secret, self._secret_metadata
         elif kind == "RoleBinding":
             body = client.V1RoleBinding.model_validate(manifest)
-            self._create(lambda: self.rbac.create_namespaced_role_binding(namespace, body))
+            create = self.rbac.create_namespaced_role_binding
+            read = self.rbac.read_namespaced_role_binding
         else:
             raise ValueError(f"cannot ensure a {kind}")
+        try:
+            create(namespace, body, _request_timeout=TIMEOUT)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            owners = _owner_uids(read(name, namespace, _request_timeout=TIMEOUT))
+            wanted = {ref["uid"] for ref in manifest["metadata"].get("ownerReferences", [])}
+            if wanted and not wanted & owners:
+                raise NotOwnedError(kind, name) from None
+
+    def _secret_metadata(self, name: str, namespace: str, **kwargs: Any) -> Mapping[str, Any]:
+        """A Secret's metadata (its Table form: never its data)."""
+        reply = self.core.read_namespaced_secret(
+            name, namespace, _headers=SECRET_TABLE, _preload_content=False, **kwargs
+        )
+        return table_metadata(json.loads(cast(Any, reply).data))
 
     def event(
         self,

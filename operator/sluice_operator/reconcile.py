@@ -28,7 +28,7 @@ from sluice_operator.actions import CreatePod, Decision, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
 from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
-from sluice_operator.kube import Kube
+from sluice_operator.kube import Kube, NotOwnedError
 from sluice_operator.model import (
     NodeView,
     Observed,
@@ -104,6 +104,12 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
             continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
+        except NotOwnedError as err:
+            LOG.warning("driver pod %s not created: %s", written.driver_pod, err)
+            after = after_rejection(observed, written, str(err), reason="NotOwned")
+            for step in after.actions:
+                kube.apply(observed.namespace, observed.name, step, uid=observed.uid)
+            return after
         except ApiException as err:
             if not isinstance(action, CreatePod) or not refused(err):
                 raise

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from sluice_dev.paths import Layout
 from sluice_dev.servers import nodeagent
+from sluice_operator import naming
 from tests.support.operator import Operators, Pipeline, standin_spec
 from tests.support.waiting import wait_for
 
@@ -172,6 +173,42 @@ def test_a_self_labelled_service_account_token_is_never_mounted(
     assert "of default" in refused["message"]
     assert pipeline.live_pods() == []
     assert pipeline.status().get("epoch", 0) == 0
+
+
+def test_a_service_account_of_the_pipelines_name_made_by_someone_else_is_not_adopted(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    """Issue 38, finding 5. Reproduction: a ServiceAccount named like the pipeline's
+    driver account (``<name>-driver``) existed already, made by someone else (in a
+    cloud, bound to a workload identity); the operator ignored the 409 and ran the
+    driver as it. Now no pod is created, the failure names the account, and once it
+    is gone the pipeline starts with its own."""
+    operators.start()
+    account = naming.service_account(pipeline.name)
+    pipeline.core.create_namespaced_service_account(
+        pipeline.namespace,
+        client.V1ServiceAccount.model_validate({"metadata": {"name": account}}),
+    )
+    spec = standin_spec()
+    spec["restart"] = {"maxFailures": 10, "backoffSeconds": 1}
+    pipeline.create(spec)
+    status = wait_for(
+        lambda: (s := pipeline.status()) and "is not this pipeline's" in s.get("message", "") and s,
+        timeout=60,
+        what="the status to say the ServiceAccount is someone else's",
+    )
+    assert f"ServiceAccount {account!r} exists" in status["message"]
+    assert pipeline.live_pods() == []
+    assert "NotOwned" in reasons(pipeline)
+    pipeline.core.delete_namespaced_service_account(account, pipeline.namespace)
+    running = pipeline.wait_phase("Running", timeout=120)
+    [pod] = pipeline.live_pods()
+    assert pod.spec.service_account_name == account
+    owned = pipeline.core.read_namespaced_service_account(account, pipeline.namespace)
+    assert [ref.uid for ref in owned.metadata.owner_references] == [
+        (pipeline.get() or {})["metadata"]["uid"]
+    ]
+    assert running["epoch"] >= 2
 
 
 def test_a_secret_goes_only_where_its_annotation_allows_and_must_say_where_if_required(
