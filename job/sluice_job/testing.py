@@ -7,6 +7,10 @@ reasons. The records have exactly the columns the driver gives a transform (Kafk
 ``batch_id`` and ``_sluice_position``), and the transform's answer goes through the
 same checks as in the driver (``transform.apply``: the rejects' shape, the refusal of
 a non-deterministic split), so a transform that passes here runs the same there.
+Given the Cassandra sink's table (``sink_table``: its ``CREATE TABLE`` statement,
+the ``.cql`` file holding it, or a :class:`CqlTable`), the output is also checked
+against the table's columns, primary key and CQL types, which the driver would
+otherwise find only when a batch writes, failing it (``cql_table``).
 
     from sluice_job import testing
 
@@ -14,6 +18,10 @@ a non-deterministic split), so a transform that passes here runs the same there.
         result = testing.run("my_pipeline.transform:transform", [{"value": "not json"}])
         assert result.output == []
         assert [r["reason"] for r in result.rejects] == ["malformed JSON"]
+
+    def test_the_output_fits_the_sink_table():
+        sample = testing.read_jsonl("tests/sample.jsonl")
+        testing.run("my_pipeline.transform:transform", sample, sink_table=Path("schema.cql"))
 """
 
 from __future__ import annotations
@@ -29,9 +37,16 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from sluice_job import keys, transform
+from sluice_job.cql_table import CqlSchemaError, CqlTable, parse, problems
 from sluice_job.reader import BATCH_ID_COLUMN, KAFKA_RECORD
+from sluice_job.sinks import SinkSchemaError
+
+SinkTable = CqlTable | str | os.PathLike[str]
+"""A sink table as :func:`run` takes it: CQL text with its ``CREATE TABLE`` statement
+(a whole ``schema.cql``), the path of a ``.cql`` file, or a :class:`CqlTable`."""
 
 EPOCH_START = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -45,6 +60,9 @@ class Result:
     rejects: list[dict[str, Any]]
     """The records refused, each with ``key``, ``value``, ``topic``, ``partition``,
     ``offset`` and ``reason``."""
+    schema: StructType | None = None
+    """The output's Spark schema (without ``_sluice_position``), for
+    :func:`check_sink_table`."""
 
 
 def session() -> SparkSession:
@@ -71,6 +89,7 @@ def run(
     topic: str = "test",
     batch_id: int = 1,
     spark: SparkSession | None = None,
+    sink_table: SinkTable | None = None,
 ) -> Result:
     """Run the transform (``module:function``, as in ``spec.transform.entrypoint``, or
     the function) on ``records`` and collect its output and rejects.
@@ -79,7 +98,13 @@ def run(
     ``offset``, ``timestamp`` (a datetime), ``headers`` (a dict); a ``value`` or
     ``key`` that is a dict or list is JSON-encoded, a str UTF-8-encoded. A record
     given as a str or bytes is its value. Missing fields are filled in: the topic,
-    partition 0 and offsets counting up from 0 in the order given."""
+    partition 0 and offsets counting up from 0 in the order given.
+
+    ``sink_table`` (a ``CREATE TABLE`` statement, a ``.cql`` file or a
+    :class:`CqlTable`): the output is checked against the Cassandra sink's table as
+    by :func:`check_sink_table`, which raises ``SinkSchemaError`` naming every
+    mismatch."""
+    table = None if sink_table is None else cql_table(sink_table)
     function = transform.load(entrypoint) if isinstance(entrypoint, str) else entrypoint
     spark = spark or session()
     rows = [_row(record, topic, offset) for offset, record in enumerate(records)]
@@ -88,12 +113,52 @@ def run(
         keys.POSITION, keys.position()
     )
     result = transform.apply(function, frame, options or {})
+    schema = StructType([f for f in result.output.schema.fields if f.name != keys.POSITION])
     output = [
         {k: v for k, v in row.asDict(recursive=True).items() if k != keys.POSITION}
         for row in result.output.collect()
     ]
     rejects = [row.asDict() for row in result.rejects.collect()] if result.rejects else []
-    return Result(output, rejects)
+    if table is not None:
+        check_sink_table(schema, table, output)
+    return Result(output, rejects, schema)
+
+
+def cql_table(source: SinkTable, table: str | None = None) -> CqlTable:
+    """The sink table from its ``CREATE TABLE`` statement: ``source`` is CQL text (a
+    str with a parenthesis) or the path of a ``.cql`` file; when it creates several
+    tables, ``table`` (``keyspace.table`` or ``table``) names the sink's."""
+    if isinstance(source, CqlTable):
+        return source
+    if isinstance(source, str) and "(" in source:
+        return parse(source, table)
+    path = Path(source)
+    if not path.is_file():
+        raise CqlSchemaError(
+            f"sink_table {str(source)!r} is neither a CREATE TABLE statement nor a file"
+        )
+    return parse(path.read_text(), table)
+
+
+def check_sink_table(
+    schema: StructType, table: SinkTable, rows: Iterable[Mapping[str, Any]] = ()
+) -> None:
+    """Raise ``SinkSchemaError`` if an output of ``schema`` (``Result.schema``) would
+    fail against the Cassandra sink's ``table``, naming every problem: output columns
+    the table lacks, primary-key columns the output lacks, Spark types the column's
+    CQL type does not take (with the cast that fixes each), and ``rows`` (the output's,
+    as :func:`run` collects them) with a null primary-key column."""
+    sink = cql_table(table)
+    found = problems(sink, schema)
+    present = [c for c in sink.primary_key if c in schema.names]
+    for number, row in enumerate(rows):
+        nulls = [c for c in present if row.get(c) is None]
+        if nulls:
+            found.append(f"output row {number} has a null primary key column {nulls}: {row}")
+    if found:
+        raise SinkSchemaError(
+            f"the output does not fit the sink table {sink.name}:\n- " + "\n- ".join(found)
+        )
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -125,4 +190,15 @@ def _bytes(value: Any) -> bytes | None:
     return json.dumps(value).encode()
 
 
-__all__ = ["KAFKA_RECORD", "Result", "read_jsonl", "run", "session"]
+__all__ = [
+    "KAFKA_RECORD",
+    "CqlSchemaError",
+    "CqlTable",
+    "Result",
+    "SinkSchemaError",
+    "check_sink_table",
+    "cql_table",
+    "read_jsonl",
+    "run",
+    "session",
+]

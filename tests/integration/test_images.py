@@ -339,3 +339,34 @@ def test_the_custom_transform_example_builds_from_the_job_image_and_adds_only_it
         ]
     ).stdout.split()
     assert config == ['["python","-m","sluice_job"]', "185:185"]
+
+
+def test_a_rebuild_of_the_custom_transform_after_a_code_change_holds_the_new_code(
+    podman: Podman, product_images: dict[str, images.Built], tmp_path: Path
+) -> None:
+    """Reproduction (issue 39, item 5's review): the example installed its wheel from a
+    RUN with the wheel stage bind-mounted, and buildah (podman's builder) reuses such a
+    layer from its cache when the mounted files change, so an image rebuilt after a
+    change to the transform held the old code (buildah issues 5400 and 6609). The
+    wheel is copied now, and a rebuild takes the new code."""
+    example = tmp_path / "custom-transform"
+    shutil.copytree(REPO_ROOT / "examples" / "custom-transform", example)
+    job = product_images["job"]
+
+    def built() -> str:
+        recipe = images.Recipe(
+            "clickscore-rebuild",
+            example / "Dockerfile",
+            example,
+            bases={"PYTHON_IMAGE": images.bases.PYTHON},
+            args={"JOB_IMAGE": job.image},
+        )
+        return images.build(podman, recipe).image
+
+    first = built()
+    code = example / "src" / "clickscore" / "transform.py"
+    code.write_text(code.read_text() + '\nREBUILT = "yes"\n')
+    second = built()
+    assert second != first
+    probe = "from clickscore import transform; print(getattr(transform, 'REBUILT', 'no'))"
+    assert image_run(podman, second, "python", "-c", probe, user="185:185").strip() == "yes"

@@ -1,16 +1,24 @@
 """``sluice_job.testing``: a transform tested on sample records, with no server, as a
-user's plain pytest would (issue 14 item 3)."""
+user's plain pytest would (issue 14 item 3), and its output checked against the sink
+table's ``CREATE TABLE`` statement (issue 39 item 6)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import NumberFormatException
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
+from sluice_dev.paths import REPO_ROOT
 from sluice_job import testing
+from sluice_job.sinks import SinkSchemaError
 from sluice_job.transform import NondeterministicTransformError
+from tests.support.transforms import EVENTS_TABLE
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -73,3 +81,113 @@ def test_a_transform_the_driver_would_refuse_is_refused_here_too(spark_session: 
             {"tag": "t"},
             spark=spark_session,
         )
+
+
+def test_the_kpi_example_fits_its_sink_table(spark_session: Any) -> None:
+    result = testing.run(
+        "sluice_job.examples.kpi:transform",
+        [{"value": EVENT}, {"value": {**EVENT, "event_id": "e-2", "action": "view"}}],
+        sink_table=REPO_ROOT / "examples" / "kpi-schema.cql",
+        spark=spark_session,
+    )
+    assert result.schema is not None
+    assert result.schema.names == [
+        "page",
+        "window_start",
+        "batch_id",
+        "views",
+        "clicks",
+        "events",
+    ]
+
+
+def test_an_output_the_driver_writes_to_cassandra_fits_its_table_here(
+    spark_session: Any,
+) -> None:
+    """The integration tests' own transform and table, which the driver writes."""
+    testing.run(
+        "tests.support.transforms:tagged",
+        [{"value": EVENT}],
+        {"tag": "t"},
+        sink_table=EVENTS_TABLE.format(keyspace="ks"),
+        spark=spark_session,
+    )
+
+
+SCORES_CQL = """
+CREATE KEYSPACE IF NOT EXISTS shop WITH replication = {'class': 'SimpleStrategy',
+  'replication_factor': 1};
+CREATE TABLE IF NOT EXISTS shop.scores (
+  event_id text, day date, score int, tags set<text>, PRIMARY KEY (event_id, day));
+"""
+
+
+def scores(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+    """Deliberately off the table: the offset (a long) as the int score, the Kafka
+    timestamp as the day, a column the table lacks."""
+    payload = F.from_json(F.col("value").cast("string"), "event_id string")
+    return records.select(
+        payload["event_id"].alias("event_id"),
+        F.col("timestamp").alias("day"),
+        F.col("offset").alias("score"),
+        F.array(F.lit("a")).alias("tags"),
+        F.lit("x").alias("note"),
+    )
+
+
+def test_every_mismatch_with_the_sink_table_is_named_with_its_fix(
+    spark_session: Any, tmp_path: Path
+) -> None:
+    schema_file = tmp_path / "schema.cql"
+    schema_file.write_text(SCORES_CQL)
+    with pytest.raises(SinkSchemaError) as raised:
+        testing.run(scores, [{"value": EVENT}], sink_table=schema_file, spark=spark_session)
+    assert str(raised.value).splitlines() == [
+        "the output does not fit the sink table shop.scores:",
+        "- output column 'note' is not a column of shop.scores: drop it from the output or "
+        "add it to the table (its columns: event_id, day, score, tags)",
+        "- column 'day': the output's timestamp does not fit CQL date; cast it "
+        "(F.col('day').cast('date')) or change the table's column",
+        "- column 'score': the output's bigint does not fit CQL int; cast it "
+        "(F.col('score').cast('int')) or change the table's column",
+    ]
+
+
+def test_the_fixed_output_fits_and_a_null_key_in_a_row_is_named(spark_session: Any) -> None:
+    def fixed(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+        output = scores(records, options).drop("note")
+        return output.withColumns(
+            {"day": F.col("day").cast("date"), "score": F.col("score").cast("int")}
+        )
+
+    result = testing.run(fixed, [{"value": EVENT}], sink_table=SCORES_CQL, spark=spark_session)
+    assert [(r["event_id"], r["score"], r["tags"]) for r in result.output] == [("e-1", 0, ["a"])]
+    with pytest.raises(
+        SinkSchemaError, match=r"output row 1 has a null primary key column \['event_id'\]"
+    ):
+        testing.run(
+            fixed,
+            [{"value": EVENT}, {"value": {"page": "/"}}],
+            sink_table=testing.cql_table(SCORES_CQL, "scores"),
+            spark=spark_session,
+        )
+
+
+def test_spark_sql_runs_in_ansi_mode_so_a_bad_cast_fails_and_try_cast_gives_null(
+    spark_session: Any,
+) -> None:
+    """docs/writing-a-transform.md, "What your code runs on": Spark 4's default, as in
+    the driver; a pipeline would fail the batch on the malformed record."""
+
+    def amounts(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+        value = F.col("value").cast("string")
+        return records.select(value.alias("raw"), value.try_cast("int").alias("amount"))
+
+    def strict(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
+        return records.select(F.col("value").cast("string").cast("int").alias("amount"))
+
+    assert spark_session.conf.get("spark.sql.ansi.enabled") == "true"
+    result = testing.run(amounts, ["12", "12x"], spark=spark_session)
+    assert [(r["raw"], r["amount"]) for r in result.output] == [("12", 12), ("12x", None)]
+    with pytest.raises(NumberFormatException, match="CAST_INVALID_INPUT"):
+        testing.run(strict, ["12", "12x"], spark=spark_session)

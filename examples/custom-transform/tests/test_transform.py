@@ -3,6 +3,8 @@ session (``sluice_job.testing``): no Kafka, no Cassandra."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sluice_job import testing
 
 ENTRYPOINT = "clickscore.transform:transform"
@@ -60,3 +62,12 @@ def test_the_output_has_the_columns_of_the_table() -> None:
         "score",
         "event_time",
     ]
+
+
+def test_the_output_fits_the_sink_table() -> None:
+    """Its columns, primary key and types against schema.cql, the table's own statement."""
+    testing.run(
+        ENTRYPOINT,
+        [{"value": {"event_id": "e", "page": "/", "action": "view", "ts": 0}}],
+        sink_table=Path(__file__).parent.parent / "schema.cql",
+    )
