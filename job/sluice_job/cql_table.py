@@ -45,6 +45,8 @@ SCALARS: Final[Mapping[str, tuple[type[T.DataType], ...]]] = {
     "timestamp": (T.TimestampType, T.TimestampNTZType, T.DateType),
     "date": (T.DateType,),
     "blob": (T.BinaryType,),
+    "uuid": (T.StringType,),
+    "timeuuid": (T.StringType,),
 }
 """The Spark types each scalar CQL type takes (``list``, ``set`` and ``map`` take
 arrays and maps of them)."""
@@ -58,10 +60,6 @@ CASTS: Final[Mapping[str, str]] = {
 }
 """The Spark type to cast to for a CQL type, where its name is not the CQL one."""
 UNWRITABLE: Final[Mapping[str, str]] = {
-    "uuid": "the sink cannot write uuid columns yet: Spark has no UUID type, and "
-    "cassandra-driver takes only uuid.UUID values for them, not strings",
-    "timeuuid": "the sink cannot write timeuuid columns yet: Spark has no UUID type, and "
-    "cassandra-driver takes only uuid.UUID values for them, not strings",
     "counter": "the sink writes with INSERT, which a counter column refuses",
 }
 """CQL types no output column can be written to, and why."""

@@ -94,6 +94,31 @@ def test_every_column_type_arrives_as_written_with_the_write_version(
     assert {(r.wn, r.wr) for r in stored.values()} == {(4242, 4242)}
 
 
+def test_uuid_and_timeuuid_columns_take_the_outputs_strings(
+    spark_session: Any, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
+) -> None:
+    """Reproduction (issue 39, item 6's review): Spark has no UUID type, the sink passed
+    the strings on, and cassandra-driver refused them ("Got a non-UUID object for a
+    UUID value"), so no output could fill a uuid or timeuuid column, key or not."""
+    cassandra.execute(
+        f"CREATE TABLE {cassandra_keyspace}.ids (id uuid PRIMARY KEY, at timeuuid, note text)",
+        timeout=60,
+    )
+    ids = [(str(uuid.uuid4()), str(uuid.uuid1()), f"n{i}") for i in range(20)]
+    frame = spark_session.createDataFrame(ids, "id string, at string, note string")
+    sink = CassandraSink(_target(cassandra_contact, cassandra_keyspace, "ids"))
+
+    assert sink.write(frame, version=7) == 20
+
+    rows = cassandra.execute(f"SELECT id, at, note FROM {cassandra_keyspace}.ids", timeout=60)
+    assert sorted((str(r.id), str(r.at), r.note) for r in rows) == sorted(ids)
+    bad = spark_session.createDataFrame(
+        [("not-a-uuid", None, "x")], "id string, at string, note string"
+    )
+    with pytest.raises(Exception, match="column 'id' is a uuid column: 'not-a-uuid' is not a UUID"):
+        sink.write(bad, version=8)
+
+
 def test_an_older_write_version_never_overwrites_a_newer_one(
     spark_session: Any, cassandra: Any, cassandra_contact: str, typed_table: str
 ) -> None:

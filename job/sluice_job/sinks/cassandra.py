@@ -25,7 +25,7 @@ from sluice_job.cassandra_session import connect
 from sluice_job.sinks import SinkSchemaError as SinkSchemaError  # re-exported for callers
 from sluice_job.sinks import ordered
 from sluice_job.sinks.cassandra_target import CassandraTarget as CassandraTarget
-from sluice_job.sinks.cassandra_writer import write_arrow
+from sluice_job.sinks.cassandra_writer import UUID_TYPES, write_arrow
 
 WRITTEN_SCHEMA = "written long"
 
@@ -38,7 +38,7 @@ class CassandraSink:
         (``sinks.ordered``); ``None``: the batch's."""
         cluster, _ = connect(target.contact_points, target.credentials, target.tls)
         try:
-            self.columns, self.key = _table_columns(cluster, target)
+            self.columns, self.key, self.uuids = _table_columns(cluster, target)
         finally:
             cluster.shutdown()
 
@@ -64,20 +64,25 @@ class CassandraSink:
             frame = ordered.versioned(frame, self.order, version)
             rows = keys.last_per_key(frame, self.key, ordered.VERSION)
             selected = rows.select(*columns, ordered.VERSION)
-            write = partial(write_arrow, self.target, columns, None, dry=dry)
+            write = partial(write_arrow, self.target, columns, None, dry=dry, uuids=self.uuids)
         else:
             selected = keys.last_per_key(frame, self.key).select(*columns)
-            write = partial(write_arrow, self.target, columns, version, dry=dry)
+            write = partial(write_arrow, self.target, columns, version, dry=dry, uuids=self.uuids)
         counts = selected.mapInArrow(write, WRITTEN_SCHEMA)
         written = counts.agg(F.sum("written")).head()
         return int(written[0] or 0) if written is not None else 0
 
 
-def _table_columns(cluster: Cluster, target: CassandraTarget) -> tuple[set[str], list[str]]:
+def _table_columns(
+    cluster: Cluster, target: CassandraTarget
+) -> tuple[set[str], list[str], frozenset[str]]:
+    """The table's columns, its primary key, and its uuid and timeuuid columns (Spark
+    has no UUID type: the output gives them as strings)."""
     keyspace = cluster.metadata.keyspaces.get(target.keyspace)
     table = keyspace.tables.get(target.table) if keyspace else None
     if table is None:
         raise SinkSchemaError(
             f"sink table {target.keyspace}.{target.table} does not exist: create it first"
         )
-    return set(table.columns), [c.name for c in table.primary_key]
+    uuids = frozenset(c.name for c in table.columns.values() if c.cql_type in UUID_TYPES)
+    return set(table.columns), [c.name for c in table.primary_key], uuids

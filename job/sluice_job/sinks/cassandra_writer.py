@@ -18,8 +18,9 @@ by every task that worker runs.
 from __future__ import annotations
 
 import atexit
-from collections.abc import Hashable, Iterable, Iterator, Sequence
-from typing import Any
+import uuid
+from collections.abc import Collection, Hashable, Iterable, Iterator, Sequence
+from typing import Any, Final
 
 import pyarrow as pa
 from cassandra.cluster import Session
@@ -43,13 +44,15 @@ def write_arrow(
     batches: Iterable[pa.RecordBatch],
     *,
     dry: bool = False,
+    uuids: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function: writes the partition's rows (with ``dry``, only
     prepares their requests, see :func:`write_rows`), then yields one record batch
     with the count written (column ``written``). ``version`` ``None``: each row's
-    own is in the batches' ``ordered.VERSION`` column."""
+    own is in the batches' ``ordered.VERSION`` column. ``uuids``: the columns whose
+    strings are bound as UUIDs (:func:`with_uuids`)."""
     names = [*columns, VERSION] if version is None else columns
-    values = (row for batch in batches for row in rows(batch, names))
+    values = with_uuids((row for batch in batches for row in rows(batch, names)), columns, uuids)
     written = write_rows(target, columns, version, values, dry=dry)
     yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
 
@@ -88,6 +91,36 @@ def write_rows(
     ):
         pass  # a failed request raises here, before the rest are sent
     return tally.rows
+
+
+UUID_TYPES: Final = ("uuid", "timeuuid")
+"""CQL types cassandra-driver takes only ``uuid.UUID`` values for."""
+
+
+def with_uuids(
+    values: Iterable[Sequence[Any]], columns: Sequence[str], uuids: Collection[str]
+) -> Iterable[Sequence[Any]]:
+    """``values`` with the strings of the ``uuids`` columns made ``uuid.UUID``: Spark has
+    no UUID type, so an output gives a uuid or timeuuid column as a string, and the
+    driver refuses a string for one ("Got a non-UUID object for a UUID value")."""
+    at = [(i, name) for i, name in enumerate(columns) if name in uuids]
+    if not at:
+        return values
+    return (_uuids(row, at) for row in values)
+
+
+def _uuids(row: Sequence[Any], at: Sequence[tuple[int, str]]) -> list[Any]:
+    converted = list(row)
+    for i, name in at:
+        value = converted[i]
+        if isinstance(value, str):
+            try:
+                converted[i] = uuid.UUID(value)
+            except ValueError:
+                raise ValueError(
+                    f"column {name!r} is a uuid column: {value[:60]!r} is not a UUID"
+                ) from None
+    return converted
 
 
 class _Tally:
