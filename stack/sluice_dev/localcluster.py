@@ -171,12 +171,25 @@ _EXECUTOR: Final = {
     "spec": {
         "serviceAccountName": "probe-executor",
         "automountServiceAccountToken": False,
-        "containers": [{"name": "probe", "image": "probe"}],
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {
+                "name": "probe",
+                "image": "probe",
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "resources": {"limits": {"ephemeral-storage": "1Gi"}},
+            }
+        ],
         "volumes": [{"name": "s", "secret": {"secretName": "probe"}}],
     },
 }
 """An executor pod of pipeline "probe" naming a Secret, in a namespace without
-pipelines: the executor Secrets policy refuses it (it finds no pipeline there)."""
+pipelines: the executor Secrets policy refuses it (it finds no pipeline there); the
+driver pods policy lets it through (restricted, as the operator's template is), so
+the refusal can only be the Secrets policy's."""
 
 
 _PROBE_EXECUTOR_ACCOUNT: Final = {
