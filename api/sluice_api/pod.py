@@ -112,7 +112,13 @@ class KeyRef(Model):
 
     name: ObjectName = Field(description="Name of the Secret or ConfigMap.")
     key: str = Field(pattern=KEY, max_length=253, description="Key in it.")
-    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+    optional: bool = Field(
+        default=False,
+        description=(
+            "Start the pod even if it is missing; a ConfigMap only: a pipeline naming a "
+            "missing Secret, optional or not, gets no pod until it exists with the consent label."
+        ),
+    )
 
 
 class EnvSource(Model):
@@ -153,7 +159,13 @@ class EnvVar(Model):
 
 class NameRef(Model):
     name: ObjectName = Field(description="Name of the Secret or ConfigMap.")
-    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+    optional: bool = Field(
+        default=False,
+        description=(
+            "Start the pod even if it is missing; a ConfigMap only: a pipeline naming a "
+            "missing Secret, optional or not, gets no pod until it exists with the consent label."
+        ),
+    )
 
 
 class EnvFrom(Model):
@@ -212,7 +224,13 @@ class SecretVolume(Model):
     items: list[KeyToPath] = Field(
         default_factory=list, max_length=16, description="Keys to mount; default all."
     )
-    optional: bool = Field(default=False, description="Start the pod even if it is missing.")
+    optional: bool = Field(
+        default=False,
+        description=(
+            "Kept for the Pod API: a pipeline naming a missing Secret gets no pod until it "
+            "exists with the consent label, optional or not."
+        ),
+    )
 
 
 class EmptyDirVolume(Model):
