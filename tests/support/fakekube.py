@@ -31,6 +31,8 @@ class FakeApi:
     events: list[client.CoreV1Event] = field(default_factory=list)
     created: list[tuple[str, str]] = field(default_factory=list)
     """Supporting objects created: (kind, name)."""
+    objects: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """Supporting objects as created, by (kind, name): what a read after a 409 finds."""
     calls: Counter[str] = field(default_factory=Counter)
     _failures: dict[str, list[Failure]] = field(default_factory=dict)
 
@@ -122,8 +124,30 @@ class FakeApi:
     # -- the objects a driver needs --------------------------------------------------------
 
     def _create_object(self, kind: str, body: Any) -> None:
-        self._call(f"create_{kind}")
+        try:
+            self._call(f"create_{kind}")
+        except ApiException as err:
+            if err.status == 409:  # it exists (made by an earlier, unanswered call?)
+                self.objects.setdefault((kind, body.metadata.name), body)
+            raise
         self.created.append((kind, body.metadata.name))
+        self.objects[(kind, body.metadata.name)] = body
+
+    def _read_object(self, kind: str, name: str) -> Any:
+        self._call(f"read_{kind}")
+        found = self.objects.get((kind, name))
+        if found is None:
+            raise ApiException(status=404, reason="NotFound")
+        return found
+
+    def read_namespaced_service_account(self, name: str, namespace: str, **_: Any) -> Any:
+        return self._read_object("service_account", name)
+
+    def read_namespaced_service(self, name: str, namespace: str, **_: Any) -> Any:
+        return self._read_object("service", name)
+
+    def read_namespaced_role_binding(self, name: str, namespace: str, **_: Any) -> Any:
+        return self._read_object("role_binding", name)
 
     def create_namespaced_service_account(self, namespace: str, body: Any, **_: Any) -> None:
         self._create_object("service_account", body)

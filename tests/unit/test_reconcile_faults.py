@@ -119,6 +119,28 @@ def test_a_pod_that_already_exists_is_not_an_error() -> None:
     assert_one_driver_for_the_status_epoch(api)
 
 
+def test_an_existing_object_of_the_pipelines_is_adopted_and_anyone_elses_is_not() -> None:
+    """Issue 38, finding 5: a 409 on the driver's ServiceAccount was taken as the
+    operator's own; now its owner references decide."""
+    account = naming.service_account("kpis")
+    api = api_with_pipeline()
+    api.fail("create_service_account", 409)  # made by an earlier, unanswered call
+    reconcile(api.kube(), body())
+    assert_one_driver_for_the_status_epoch(api)
+
+    stranger = api_with_pipeline()
+    stranger.objects[("service_account", account)] = client.V1ServiceAccount(
+        metadata=client.V1ObjectMeta(name=account)
+    )
+    stranger.fail("create_service_account", 409)
+    reconcile(stranger.kube(), body())
+    assert stranger.pods == {}
+    said = [e for e in stranger.events if e.reason == "NotOwned"]
+    assert len(said) == 1
+    assert f"ServiceAccount {account!r} exists and is not this pipeline's" in said[0].message
+    assert status(stranger)["restarts"] == 1
+
+
 @pytest.mark.parametrize("failure", [500, "timeout"])
 def test_a_failed_read_acts_on_nothing(failure: Failure) -> None:
     for method in ("get_namespaced_custom_object", "list_namespaced_pod"):
