@@ -137,6 +137,16 @@ def test_a_self_labelled_service_account_token_is_never_mounted(
     fills it in and the driver started with the token (consent read labels only). Now
     the pipeline waits with SecretsUsable=False naming the token, and no pod."""
     operators.start()
+    # The token controller deletes a token Secret whose ServiceAccount does not exist
+    # (yet): a fresh namespace gets its "default" account from another controller.
+    wait_for(
+        lambda: any(
+            a.metadata.name == "default"
+            for a in pipeline.core.list_namespaced_service_account(pipeline.namespace).items
+        ),
+        timeout=60,
+        what="the namespace's default ServiceAccount",
+    )
     pipeline.core.create_namespaced_secret(
         pipeline.namespace,
         client.V1Secret.model_validate(
