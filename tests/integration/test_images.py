@@ -301,22 +301,27 @@ DISTRIBUTIONS = (
 )
 
 
+def custom_transform(name: str, example: Path, job: images.Built) -> images.Recipe:
+    """The custom-transform example's image (its Dockerfile in ``example``) FROM ``job``."""
+    return images.Recipe(
+        name,
+        example / "Dockerfile",
+        example,
+        bases={"PYTHON_IMAGE": images.bases.PYTHON},
+        args={"JOB_IMAGE": job.image},
+    )
+
+
 def test_the_custom_transform_example_builds_from_the_job_image_and_adds_only_itself(
     podman: Podman, product_images: dict[str, images.Built]
 ) -> None:
     """examples/custom-transform/Dockerfile FROM the job image, as its README builds it:
     the transform imports as uid 185 on a read-only root, and the job's virtualenv holds
     what it held plus the example's own distribution, every pin unchanged."""
-    example = REPO_ROOT / "examples" / "custom-transform"
     job = product_images["job"]
-    recipe = images.Recipe(
-        "clickscore",
-        example / "Dockerfile",
-        example,
-        bases={"PYTHON_IMAGE": images.bases.PYTHON},
-        args={"JOB_IMAGE": job.image},
+    derived = images.build(
+        podman, custom_transform("clickscore", REPO_ROOT / "examples" / "custom-transform", job)
     )
-    derived = images.build(podman, recipe)
     before = json.loads(image_run(podman, job.image, "python", "-c", DISTRIBUTIONS, user="185:185"))
     after = json.loads(
         image_run(
@@ -354,14 +359,7 @@ def test_a_rebuild_of_the_custom_transform_after_a_code_change_holds_the_new_cod
     job = product_images["job"]
 
     def built() -> str:
-        recipe = images.Recipe(
-            "clickscore-rebuild",
-            example / "Dockerfile",
-            example,
-            bases={"PYTHON_IMAGE": images.bases.PYTHON},
-            args={"JOB_IMAGE": job.image},
-        )
-        return images.build(podman, recipe).image
+        return images.build(podman, custom_transform("clickscore-rebuild", example, job)).image
 
     first = built()
     code = example / "src" / "clickscore" / "transform.py"

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.checkpoint import Batch, Checkpoint
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
-from sluice_job.planner import Policy, Skip, plan, starts
-from sluice_job.ports import Committed, PhaseTimes
+from sluice_job.planner import Policy, plan, starts
+from sluice_job.ports import NoObserver, PhaseTimes
 from sluice_job.runner import Runner
 
 pytestmark = pytest.mark.unit
@@ -111,7 +111,7 @@ class Kafka:
 
 
 @dataclass
-class Lags:
+class Lags(NoObserver):
     """The observer: the lag it was last told, per partition."""
 
     seen: list[int] = field(default_factory=list)
@@ -127,24 +127,6 @@ class Lags:
             return self.changed.wait_for(
                 lambda: bool(self.seen) and self.seen[-1] == total, timeout
             )
-
-    def resumed(self, checkpoint: Checkpoint) -> None:
-        pass
-
-    def cap(self, records_per_partition: int) -> None:
-        pass
-
-    def skipped(self, skip: Skip) -> None:
-        pass
-
-    def committed(self, done: Committed) -> None:
-        pass
-
-    def failed(self, *, fenced: bool) -> None:
-        pass
-
-    def dependency(self, name: str, *, available: bool, detail: str = "") -> None:
-        pass
 
 
 @dataclass
