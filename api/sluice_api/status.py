@@ -38,6 +38,20 @@ EXECUTOR_SECRETS_MAX: Final = 256
 env, 16 envFrom, 16 volumes and 8 pull secrets of spark.pod."""
 
 
+MAX_MESSAGE: Final = 1024
+"""The longest message the status holds (``message``, each condition's, ``rolledBack.reason``,
+``standby.message``). Drivers run a tenant's code and their exit messages and reports
+reach these fields: the operator cuts longer ones (``bounded``), the schema refuses them."""
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text``, or its start and how many characters were cut, within ``limit``."""
+    if len(text) <= limit:
+        return text
+    kept = limit - len(f"… ({len(text)} more characters)")
+    return f"{text[:kept]}… ({len(text) - kept} more characters)"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -98,7 +112,9 @@ class Rollback(_Model):
 
     image: str = Field(description="Job image of the failed upgrade.")
     spec_hash: str = Field(description="Hash of the failed spec's driver fields.")
-    reason: str = Field(description="Why it counted as failed: the last failure.")
+    reason: str = Field(
+        max_length=MAX_MESSAGE, description="Why it counted as failed: the last failure."
+    )
     time: str = Field(
         description="When the operator rolled back.", json_schema_extra={"format": "date-time"}
     )
@@ -146,7 +162,9 @@ class Standby(_Model):
             "on), Cancelled (the spec changed again, or the pipeline stopped)."
         )
     )
-    message: str | None = Field(default=None, description="Why it failed or was cancelled.")
+    message: str | None = Field(
+        default=None, max_length=MAX_MESSAGE, description="Why it failed or was cancelled."
+    )
     purpose: StandbyPurpose = Field(
         default=StandbyPurpose.UPGRADE,
         description=(
@@ -169,7 +187,9 @@ class Condition(_Model):
     type: str = Field(description="What the condition is about, e.g. Ready.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str | None = Field(default=None, description="One CamelCase word saying why.")
-    message: str | None = Field(default=None, description="What happened, for humans.")
+    message: str | None = Field(
+        default=None, max_length=MAX_MESSAGE, description="What happened, for humans."
+    )
     last_transition_time: str | None = Field(
         default=None,
         description="When the status last changed.",
@@ -233,7 +253,9 @@ class PipelineStatus(_Model):
         "few seconds while it changes.",
     )
     message: str | None = Field(
-        default=None, description="Why the pipeline is in its phase, for humans."
+        default=None,
+        max_length=MAX_MESSAGE,
+        description="Why the pipeline is in its phase, for humans.",
     )
     last_good_spec: GoodSpec | None = Field(
         default=None,

@@ -4,9 +4,11 @@ is about. ``Ready`` follows the phase."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from sluice_api.status import bounded
 from sluice_operator.model import Observed, Phase, Status
 
 
@@ -26,11 +28,17 @@ def set_condition(
         "type": kind,
         "status": value,
         "reason": reason,
-        "message": message,
+        "message": bounded(message),
         "lastTransitionTime": since,
         "observedGeneration": obs.generation,
     }
     return (*kept, condition)
+
+
+def says(condition: Mapping[str, Any] | None, message: str) -> bool:
+    """Whether ``condition`` already says ``message``, as the status holds it (bounded):
+    an unchanged long message is not news."""
+    return condition is not None and condition.get("message") == bounded(message)
 
 
 def with_ready(status: Status, obs: Observed) -> Status:

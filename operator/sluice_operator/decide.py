@@ -64,7 +64,7 @@ from sluice_operator.actions import (
     StopPod,
     WriteStatus,
 )
-from sluice_operator.conditions import set_condition, with_ready
+from sluice_operator.conditions import says, set_condition, with_ready
 from sluice_operator.consent import CONDITION as SECRETS_USABLE
 from sluice_operator.consent import DEFAULT as DEFAULT_SECRET_LABEL
 from sluice_operator.consent import Label
@@ -885,7 +885,7 @@ def _wait_for_consent(
 ) -> Decision:
     message = refused.message
     before = next((c for c in status.conditions if c.get("type") == refused.condition), None)
-    if before is None or before.get("status") != "False" or before.get("message") != message:
+    if before is None or before.get("status") != "False" or not says(before, message):
         actions.append(Emit("Warning", refused.event, message))
     status = replace(
         status,

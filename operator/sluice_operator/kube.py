@@ -21,6 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from sluice_api import env as env_names
+from sluice_api.status import bounded
 from sluice_operator import naming
 from sluice_operator.actions import (
     Action,
@@ -38,6 +39,8 @@ LOG = logging.getLogger("sluice_operator")
 MERGE: Final = "application/merge-patch+json"
 TIMEOUT: Final = 15.0
 USER_AGENT: Final = "sluice-operator"
+EVENT_MESSAGE_MAX: Final = 1000
+"""An Event's message is cut to this (with how much was cut): drivers' words reach it."""
 SECRET_TABLE: Final = {"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"}
 """Asks the API server for a Secret as ``kubectl get`` prints it: a Table whose row
 holds its type and whose object is its metadata only (``consent`` reads a Secret's
@@ -278,7 +281,7 @@ class Kube:
                 },
                 "type": kind,
                 "reason": reason,
-                "message": message[:1000],
+                "message": bounded(message, EVENT_MESSAGE_MAX),
                 "source": {"component": naming.MANAGED_BY},
                 "firstTimestamp": now,
                 "lastTimestamp": now,

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from sluice_api.spec import PipelineSpec
-from sluice_api.status import Phase, StandbyPurpose, StandbyState, StopReason
+from sluice_api.status import Phase, StandbyPurpose, StandbyState, StopReason, bounded
 from sluice_operator.progress import DriverProgress
 
 __all__ = [
@@ -235,8 +235,8 @@ class Status:
             "observedGeneration": self.observed_generation,
             "lastCommit": _last_commit_patch(self.last_commit) if self.last_commit else None,
             "lag": _lag_patch(self.lag) if self.lag else None,
-            "message": self.message,
-            "conditions": [dict(c) for c in self.conditions],
+            "message": bounded(self.message),
+            "conditions": [_bounded_condition(c) for c in self.conditions],
             "lastGoodSpec": (
                 {
                     "specHash": self.last_good.spec_hash,
@@ -250,7 +250,7 @@ class Status:
                 {
                     "image": self.rolled_back.image,
                     "specHash": self.rolled_back.spec_hash,
-                    "reason": self.rolled_back.reason,
+                    "reason": bounded(self.rolled_back.reason),
                     "time": self.rolled_back.time,
                 }
                 if self.rolled_back
@@ -262,6 +262,11 @@ class Status:
             ),
             "standby": _standby_patch(self.standby),
         }
+
+
+def _bounded_condition(condition: Mapping[str, Any]) -> dict[str, Any]:
+    message = condition.get("message")
+    return {**condition, "message": bounded(message)} if message else dict(condition)
 
 
 def _good(raw: Mapping[str, Any] | None) -> GoodSpec | None:
@@ -279,7 +284,7 @@ def _standby_patch(standby: Standby | None) -> dict[str, Any] | None:
         "specHash": standby.spec_hash,
         "image": standby.image,
         "state": standby.state.value,
-        "message": standby.message,
+        "message": bounded(standby.message),
         "purpose": standby.purpose.value,
         "failures": standby.failures,
     }

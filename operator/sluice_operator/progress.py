@@ -42,6 +42,12 @@ MAX_SAMPLES: Final = 10_000
 lost and its offsets reset, so 2,500 to 10,000 partitions; a driver reporting more is
 not read. Parsing this many costs about 0.3 s of CPU (4 MiB of every series: 2.1-2.5 s
 before only the pipeline's own were parsed)."""
+MAX_LABEL: Final = 256
+"""A label value read from a driver (a topic, a dependency) is cut to this: Kafka's
+topic names are at most 249 characters, and the value reaches the status."""
+MAX_NAMED: Final = 16
+"""Dependencies a driver may name as unavailable (it has four or five); more are not
+read."""
 BATCH: Final = names.LAST_COMMITTED_BATCH
 COMMITTED_AT: Final = names.LAST_COMMIT_TIMESTAMP
 EPOCH: Final = names.EPOCH
@@ -113,13 +119,13 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
             elif sample.name == names.PUBSUB_OLDEST_AGE:
                 values[sample.name] = sample.value
             elif sample.name == names.RECORDS_SKIPPED + "_total" and sample.value > 0:
-                where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
-                lost[where] = int(sample.value)
+                lost[_where(sample.labels)] = int(sample.value)
             elif sample.name in RESET_SERIES:
-                where = f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
-                resets.setdefault(where, {})[sample.name] = int(sample.value)
+                resets.setdefault(_where(sample.labels), {})[sample.name] = int(sample.value)
             elif sample.name == names.DEPENDENCY_AVAILABLE and sample.value == 0:
-                unavailable.add(sample.labels.get(names.DEPENDENCY_LABEL, "unknown"))
+                if len(unavailable) < MAX_NAMED:
+                    name = sample.labels.get(names.DEPENDENCY_LABEL, "unknown")
+                    unavailable.add(name[:MAX_LABEL])
             elif sample.name in (BATCH, COMMITTED_AT, EPOCH, names.STANDBY_READY, COMMITS):
                 values[sample.name] = sample.value
     epoch = values.get(EPOCH)
@@ -144,6 +150,11 @@ def parse(text: str, pipeline: str) -> DriverProgress | None:
         commits=int(values[COMMITS]) if COMMITS in values else None,
         claimed=batch is not None,
     )
+
+
+def _where(labels: dict[str, str]) -> str:
+    """``topic/partition`` of a sample, each cut to ``MAX_LABEL``."""
+    return f"{labels.get('topic', '')[:MAX_LABEL]}/{labels.get('partition', '')[:MAX_LABEL]}"
 
 
 RESET_SERIES: Final = (

@@ -13,7 +13,7 @@ from typing import Final
 
 from sluice_operator import changes
 from sluice_operator.actions import Emit
-from sluice_operator.conditions import set_condition
+from sluice_operator.conditions import says, set_condition
 from sluice_operator.model import (
     AppliedReset,
     GoodSpec,
@@ -132,7 +132,7 @@ def with_losses(status: Status, pod: PodView, obs: Observed) -> tuple[Status, li
         + ", ".join(f"{where} {count}" for where, count in report.lost)
     )
     previous = next((c for c in status.conditions if c.get("type") == LOSSES), None)
-    if previous is not None and previous.get("message") == message:
+    if says(previous, message):
         return status, []
     conditions = set_condition(status, LOSSES, "True", "RetentionDeleted", message, obs)
     return replace(status, conditions=conditions), [Emit("Warning", "RecordsLost", message)]
@@ -157,7 +157,7 @@ def with_resets(status: Status, pod: PodView, obs: Observed) -> tuple[Status, li
         )
     )
     previous = next((c for c in status.conditions if c.get("type") == RESETS), None)
-    if previous is not None and previous.get("message") == message:
+    if says(previous, message):
         return status, []
     conditions = set_condition(status, RESETS, "True", "BeyondEndOffset", message, obs)
     return replace(status, conditions=conditions), [Emit("Warning", RESETS, message)]

@@ -9,7 +9,7 @@ from typing import Final
 
 from sluice_api.spec import PipelineSpec
 from sluice_operator.actions import Emit
-from sluice_operator.conditions import set_condition
+from sluice_operator.conditions import says, set_condition
 from sluice_operator.model import Observed, PodPhase, PodView, Status
 
 
@@ -55,7 +55,7 @@ def with_start(
     if pod.waiting not in NOT_STARTING:
         return status, []
     message = f"{pod.name}: {pod.waiting}: {pod.waiting_message}".rstrip(": ")
-    if previous is not None and previous.get("message") == message:
+    if says(previous, message):
         return status, []
     conditions = set_condition(status, STARTED, "False", pod.waiting, message, obs)
     deadline = obs.spec.restart.start_deadline_seconds if obs.spec else 0

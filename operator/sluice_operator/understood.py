@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Final
 
 from sluice_operator.actions import Action, Decision, Emit, WriteStatus
-from sluice_operator.conditions import set_condition
+from sluice_operator.conditions import says, set_condition
 from sluice_operator.model import Observed, Status
 
 CONDITION: Final = "SpecUnderstood"
@@ -38,10 +38,7 @@ def with_condition(obs: Observed, decision: Decision) -> Decision:
     value = "False" if obs.unknown_fields else "True"
     said = message(obs.unknown_fields)
     reason = UNKNOWN if obs.unknown_fields else "AllFieldsKnown"
-    changed = previous is None or (previous.get("status"), previous.get("message")) != (
-        value,
-        said,
-    )
+    changed = previous is None or previous.get("status") != value or not says(previous, said)
 
     def condition(status: Status) -> Status:
         return replace(
