@@ -7,6 +7,7 @@ an old pod on a lost node can never be confused with its successor.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 from sluice_api.names import (
@@ -51,8 +52,7 @@ MAX_NAME: Final = 63
 
 
 def driver_pod(pipeline: str, epoch: int) -> str:
-    suffix = f"-driver-{epoch}"
-    return pipeline[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+    return fit(pipeline, f"-driver-{epoch}", MAX_NAME)
 
 
 def driver_service(pipeline: str) -> str:
@@ -81,9 +81,7 @@ def executor_pod_prefix(pipeline: str, epoch: int) -> str:
     """``<pipeline>-e<epoch>``: executor pods are named after their driver's
     generation, so a fenced driver's executors are never mistaken for the new ones.
     Dots (valid in a pipeline's name, not in a pod's DNS label) become dashes."""
-    suffix = f"-e{epoch}"
-    head = pipeline.replace(".", "-")[: EXECUTOR_PREFIX_MAX - len(suffix)].rstrip("-")
-    return head + suffix
+    return fit(pipeline.replace(".", "-"), f"-e{epoch}", EXECUTOR_PREFIX_MAX, whole=pipeline)
 
 
 def executor_labels(pipeline: str, epoch: int) -> dict[str, str]:
@@ -99,7 +97,21 @@ def executor_labels(pipeline: str, epoch: int) -> dict[str, str]:
 
 
 def _with_suffix(pipeline: str, suffix: str) -> str:
-    return pipeline[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+    return fit(pipeline, suffix, MAX_NAME)
+
+
+def fit(name: str, suffix: str, limit: int, whole: str | None = None) -> str:
+    """``name`` + ``suffix``, or, where that is longer than ``limit``, the start of
+    ``name``, a hash of the ``whole`` name and ``suffix``: two pipelines that share
+    their first characters never share an object (or executor pods) by being cut."""
+    if len(name) + len(suffix) <= limit:
+        return name + suffix
+    digest = hashlib.sha256((whole or name).encode()).hexdigest()[:HASH_CHARS]
+    head = name[: limit - len(suffix) - HASH_CHARS - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
+
+
+HASH_CHARS: Final = 6
 
 
 def selector(pipeline: str) -> dict[str, str]:

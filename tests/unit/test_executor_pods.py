@@ -7,6 +7,7 @@ from the variables Spark's scheduler sets, as Spark's own image does."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -172,13 +173,17 @@ def test_driver_and_executor_read_the_rpc_secret_from_one_file_not_the_environme
     assert launched["SPARK_DRIVER_URL"] == SPARK_ENV["SPARK_DRIVER_URL"]
 
 
+def _sha(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:6]
+
+
 @pytest.mark.parametrize(
     ("pipeline", "epoch", "prefix"),
     [
         ("orders", 3, "orders-e3"),
-        ("a" * 63, 12, "a" * 43 + "-e12"),
+        ("a" * 45, 12, "a" * 36 + "-" + _sha("a" * 45) + "-e12"),
         ("eu.orders", 1, "eu-orders-e1"),
-        ("x" * 44 + "-" + "y" * 10, 1234567890, "x" * 35 + "-e1234567890"),
+        ("x" * 44, 1234567890, "x" * 28 + "-" + _sha("x" * 44) + "-e1234567890"),
     ],
 )
 def test_executor_pods_are_named_after_pipeline_and_epoch(
@@ -186,6 +191,20 @@ def test_executor_pods_are_named_after_pipeline_and_epoch(
 ) -> None:
     assert naming.executor_pod_prefix(pipeline, epoch) == prefix
     assert len(prefix) <= 47  # Spark's limit: <prefix>-exec-<id> within 63
+
+
+def test_pipelines_that_share_their_start_never_share_executor_pod_names() -> None:
+    """Names of up to 45 characters are cut to fit the executor prefix (47 with the
+    epoch): on the old code ``"a" * 44 + "b"`` and ``"a" * 44 + "c"`` both named their
+    executors ``aaaa...a-e1-exec-<n>`` in one namespace, so each pipeline's executor
+    pods collided with the other's (409)."""
+    first, second = "a" * 44 + "b", "a" * 44 + "c"
+    for epoch in (1, 12, 1234567890):
+        names = {naming.executor_pod_prefix(p, epoch) for p in (first, second)}
+        assert len(names) == 2
+        assert all(len(name) <= 47 and name.endswith(f"-e{epoch}") for name in names)
+    assert naming.driver_pod(first, 3) != naming.driver_pod(second, 3)
+    assert naming.service_account(first) != naming.service_account(second)
 
 
 def test_driver_in_client_mode_creates_no_configmap_and_no_volume_claim() -> None:
