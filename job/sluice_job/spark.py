@@ -37,12 +37,14 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from pyspark.sql import SparkSession
 
 from sluice_api import env as names
 from sluice_api.spec import UI_PORT, PipelineSpec
 
+LOOPBACK: Final = "127.0.0.1"
 REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"
 """Spark's default (``url``) and every Kafka option that can hold a secret."""
 
@@ -68,6 +70,8 @@ def spark_conf(
         "spark.default.parallelism": str(max(1, parallelism)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # The UI, where on, shows and never acts: no kill links for jobs and stages.
+        "spark.ui.killEnabled": "false",
         "spark.ui.retainedJobs": "100",
         "spark.ui.retainedStages": "100",
         "spark.sql.ui.retainedExecutions": "50",
@@ -78,7 +82,9 @@ def spark_conf(
         # TLS keys (Spark's default hides only keys or values naming a password).
         "spark.sql.redaction.options.regex": REDACTED_OPTIONS,
     }
-    if not master.startswith("local"):
+    if master.startswith("local"):
+        conf |= LOCAL_RPC
+    else:
         # Executors exist only on a cluster; spark-submit refuses 0 instances even in
         # local mode, where the driver's cores do the work.
         conf["spark.executor.memory"] = spec.spark.executors.memory
@@ -92,6 +98,18 @@ def spark_conf(
     conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))  # the operator's, last
     return conf
 
+
+LOCAL_RPC: Final = {
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.driver.host": LOOPBACK,
+    "spark.authenticate": "true",
+    "spark.network.crypto.enabled": "true",
+}
+"""In local mode nothing outside the driver's JVM talks to its RPC endpoint and block
+manager, which take Java-serialized messages: they listen on loopback only (Spark's
+default is the host's address, reachable from every pod), and authenticated and
+encrypted all the same (in local mode Spark makes a secret per application itself).
+With executors the operator sets the pod's address and a Secret it made."""
 
 EVENT_LOG_FILE_SIZE = "128m"
 """Rolling event logs: a pipeline never ends, so one file per application would grow

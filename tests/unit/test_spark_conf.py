@@ -151,3 +151,26 @@ def test_the_codecs_short_names_are_accepted() -> None:
             }
         )
         assert spec.spark.conf["spark.io.compression.codec"] == codec
+
+
+def test_a_local_drivers_rpc_listens_on_loopback_authenticated_and_encrypted() -> None:
+    """Issue 38, finding 7: on the old code a default (local-mode) driver set none of
+    these, and its RPC endpoint and block manager listened on the host's address
+    without authentication (tests/integration/test_driver_rpc.py shows the sockets)."""
+    conf = spark_conf(SPEC, {}, "app", "python")
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.driver.host"] == "127.0.0.1"
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.ui.killEnabled"] == "false"
+
+
+def test_with_executors_the_rpc_address_is_the_operators() -> None:
+    operator = {"spark.driver.bindAddress": "10.0.0.7", "spark.driver.host": "10.0.0.7"}
+    env = {
+        "SLUICE_SPARK_MASTER": "k8s://https://kubernetes.default.svc:443",
+        "SLUICE_SPARK_CONF": json.dumps(operator | {"spark.authenticate": "true"}),
+    }
+    conf = spark_conf(SPEC, env, "app", "python")
+    assert conf["spark.driver.bindAddress"] == "10.0.0.7"
+    assert conf["spark.driver.host"] == "10.0.0.7"
