@@ -25,6 +25,10 @@ CONTROL_PORT: Final = "SLUICE_CONTROL_PORT"
 """Where a standby takes its promotion (``promotion``), on the pod's address."""
 CODE_VERSION: Final = "SLUICE_CODE_VERSION"
 METRICS_PORT: Final = "SLUICE_METRICS_PORT"
+UI_ON_NETWORK: Final = "SLUICE_UI_ON_NETWORK"
+"""``true``: the platform lets Spark's UI listen on the pod's address (the operator's
+``--spark-ui-on-network``); otherwise it listens on loopback only, where
+``kubectl port-forward`` reaches it and other pods do not."""
 POD_IP: Final = "POD_IP"
 """The pod's address (a fieldRef): the driver serves its metrics there only."""
 TERMINATION_LOG: Final = "SLUICE_TERMINATION_LOG"

@@ -148,9 +148,20 @@ def executor_template(env: Mapping[str, str], directory: Path | None = None) -> 
     return {TEMPLATE_FILE_KEY: str(path)}
 
 
+def ui_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Where Spark's UI listens, as the JVM's environment says it: Spark binds the UI
+    to ``SPARK_LOCAL_IP``, or to every address without it (``spark.driver.bindAddress``
+    does not apply to the UI). Loopback, unless the platform put it on the network."""
+    if env.get(names.UI_ON_NETWORK) == "true":
+        return {}
+    return {"SPARK_LOCAL_IP": LOOPBACK}
+
+
 def session(conf: Mapping[str, str]) -> SparkSession:
     # PySpark picks the worker interpreter from the environment, not from the conf.
     os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    if conf.get("spark.ui.enabled") == "true":
+        os.environ.update(ui_env(os.environ))
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

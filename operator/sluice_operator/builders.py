@@ -74,6 +74,9 @@ class Owner:
     cluster: str
     """The cluster the operator runs in (``sluice_api.cluster``): the driver keys its
     checkpoint by it."""
+    ui_on_network: bool = False
+    """The platform lets Spark's UI listen on the pod's address (``--spark-ui-on-network``);
+    otherwise a driver's UI listens on loopback only."""
 
     def reference(self) -> dict[str, Any]:
         return {
@@ -271,6 +274,8 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
             },
             spark_auth_env(owner),
         ]
+    if owner.ui_on_network:
+        env.append({"name": env_names.UI_ON_NETWORK, "value": "true"})
     return env + credential_env(spec)
 
 

@@ -95,6 +95,14 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     result.add_argument(
+        "--spark-ui-on-network",
+        action="store_true",
+        help=(
+            "let a driver's Spark UI (spec.spark.ui.enabled) listen on its pod's address, "
+            "where other pods reach it (default: on loopback only, for kubectl port-forward)"
+        ),
+    )
+    result.add_argument(
         "--cluster-name",
         default="",
         metavar="NAME",
@@ -140,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver_service_accounts=frozenset(
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()
         ),
+        spark_ui_on_network=args.spark_ui_on_network,
         cluster_id=cluster_id,
     )
     leading = threading.Event()

@@ -120,6 +120,8 @@ class Settings:
     """The ClusterRole a driver with executors is bound to in its namespace."""
     driver_service_accounts: frozenset[str] = frozenset()
     """ServiceAccounts a pipeline may name in ``spark.pod.serviceAccountName``."""
+    spark_ui_on_network: bool = False
+    """Drivers' Spark UI may listen on the pod's address (else on loopback only)."""
     cluster_id: str = ""
     """The cluster the operator runs in (``sluice_api.cluster``), passed to drivers for
     their checkpoint key; ``python -m sluice_operator`` always resolves one
@@ -421,7 +423,7 @@ def _with_hot_standby(
         return status, []
     spare = next((p for p in obs.pods if p.name == standby.pod), None)
     if spare is None:  # written ahead, never created (an operator restarted in between)
-        owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+        owner = _owner(obs, settings)
         manifest = builders.driver_pod(
             owner, spec, standby.epoch, standby.spec_hash, standby=StandbyPurpose.FAILOVER
         )
@@ -575,7 +577,7 @@ def _start_standby(
         retrying = f"trying {spec.image} (standby {standby.pod})"
         conditions = set_condition(status, UPGRADE_FAILED, "False", "SpecChanged", retrying, obs)
         status = replace(status, conditions=conditions, message="")
-    owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+    owner = _owner(obs, settings)
     said = (
         f"hot standby {standby.pod} (epoch {epoch}) starts beside {pod.name}"
         if hot
@@ -613,7 +615,7 @@ def _with_standby(
         actions.append(StopPod(pod.name))
         return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
     if spare is None:  # written ahead, never created (an operator restarted in between)
-        owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+        owner = _owner(obs, settings)
         manifest = builders.driver_pod(
             owner, spec, standby.epoch, standby.spec_hash, standby=StandbyPurpose.UPGRADE
         )
@@ -813,7 +815,7 @@ def _start(
                 status.standby, state=StandbyState.CANCELLED, message="a new driver started"
             ),
         )
-    owner = builders.Owner(obs.name, obs.namespace, obs.uid, settings.cluster_id)
+    owner = _owner(obs, settings)
     status = replace(
         status,
         executor_secrets=_executor_secrets(obs, spec),
@@ -994,6 +996,18 @@ def _until_node_lost(obs: Observed, pod: PodView) -> float | None:
         return None
     lost_for = (obs.now - node.not_ready_since).total_seconds()
     return max(obs.spec.failover.node_lost_seconds - lost_for, 0.0)
+
+
+def _owner(obs: Observed, settings: Settings) -> builders.Owner:
+    """The pipeline as the objects the operator makes for it name it, with what the
+    platform decided for its drivers."""
+    return builders.Owner(
+        obs.name,
+        obs.namespace,
+        obs.uid,
+        settings.cluster_id,
+        ui_on_network=settings.spark_ui_on_network,
+    )
 
 
 def _changed(status: Status, spec: PipelineSpec) -> bool:

@@ -1,7 +1,8 @@
 """A default driver's Spark (local mode) listens on loopback only (issue 38, finding
 7). Its RPC endpoint and block manager take Java-serialized messages; on the old code
 they listened on the host's address (on this machine 192.0.2.2, where every pod of a
-cluster could reach them) without authentication. The session is built from the
+cluster could reach them) without authentication, and a UI turned on listened on every
+address (``*:4040``) with its kill links. The session is built from the
 driver's own configuration (``spark_conf``) in a process of its own, which reports
 the addresses its JVM listens on from ``/proc/net/tcp``."""
 
@@ -30,13 +31,17 @@ PROBE = textwrap.dedent(
         "transform": {"entrypoint": "m:f"},
         "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "k", "table": "t"}},
         "checkpoint": {"cassandra": {"contactPoints": ["c"]}},
-        "spark": {"driver": {"cores": 1}},
+        "spark": {"driver": {"cores": 1}, "ui": {"enabled": True}},
     })
     spark = session(spark_conf(spec, {}, "rpc-probe", sys.executable))
     assert spark.range(1000).selectExpr("sum(id)").first()[0] == 499500
     conf = spark.sparkContext.getConf()
     manager = spark.sparkContext._jsc.sc().env().blockManager().blockManagerId()
-    ports = {"rpc": int(conf.get("spark.driver.port")), "blockmanager": manager.port()}
+    ports = {
+        "rpc": int(conf.get("spark.driver.port")),
+        "blockmanager": manager.port(),
+        "ui": int(spark.sparkContext.uiWebUrl.rsplit(":", 1)[1]),
+    }
     listening = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in open(table).read().splitlines()[1:]:
@@ -58,7 +63,7 @@ LOOPBACK_HEX = {"0100007F", "0000000000000000FFFF00000100007F"}
 IPv4-mapped)."""
 
 
-def test_a_local_mode_driver_listens_on_loopback_only() -> None:
+def test_a_local_mode_driver_and_its_ui_listen_on_loopback_only() -> None:
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=REPO_ROOT,

@@ -362,6 +362,17 @@ def test_secrets_may_go_anywhere_unless_the_platform_requires_their_endpoints(
     assert "--require-secret-endpoints" in args("operator.requireSecretEndpoints=true")
 
 
+def test_the_spark_ui_stays_on_loopback_unless_the_platform_puts_it_on_the_network(
+    render: Render,
+) -> None:
+    def args(*values: str) -> list[str]:
+        deployment = one(render(*values), "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert "--spark-ui-on-network" not in args()
+    assert "--spark-ui-on-network" in args("operator.sparkUiOnNetwork=true")
+
+
 def test_a_cluster_name_that_cannot_key_a_checkpoint_is_refused(helm_binary: Path) -> None:
     done = subprocess.run(
         [str(helm_binary), "template", "rel", str(CHART), "--set=operator.clusterName=EU/west"],

@@ -242,6 +242,18 @@ def test_driver_pod_passes_spark_on_kubernetes_settings_when_executors_are_pods(
         assert names.index(variable) < names.index("SLUICE_SPARK_CONF")
 
 
+def test_the_driver_is_told_its_ui_may_listen_on_the_network_only_where_the_platform_allows() -> (
+    None
+):
+    def env_of(settings: Any) -> dict[str, str]:
+        decision = decide(observed(Status(), spec=spec(spark={"ui": {"enabled": True}})), settings)
+        pod = next(a.manifest for a in decision.actions if isinstance(a, CreatePod))
+        return {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+
+    assert "SLUICE_UI_ON_NETWORK" not in env_of(DEFAULTS)
+    assert env_of(replace(DEFAULTS, spark_ui_on_network=True))["SLUICE_UI_ON_NETWORK"] == "true"
+
+
 def test_credentials_reach_the_driver_only_as_secret_references() -> None:
     from sluice_operator import builders
 

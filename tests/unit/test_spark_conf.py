@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from sluice_api.spec import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
 from sluice_dev.paths import REPO_ROOT
-from sluice_job.spark import spark_conf
+from sluice_job.spark import spark_conf, ui_env
 
 pytestmark = pytest.mark.unit
 
@@ -174,3 +174,11 @@ def test_with_executors_the_rpc_address_is_the_operators() -> None:
     conf = spark_conf(SPEC, env, "app", "python")
     assert conf["spark.driver.bindAddress"] == "10.0.0.7"
     assert conf["spark.driver.host"] == "10.0.0.7"
+
+
+def test_the_ui_listens_on_loopback_unless_the_operator_says_the_platform_allows_more() -> None:
+    """Spark binds its UI to SPARK_LOCAL_IP, or to every address (the old code: a UI
+    turned on by spark.conf or spec.spark.ui listened on *:4040, kill links included)."""
+    assert ui_env({}) == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert ui_env({"SLUICE_UI_ON_NETWORK": "false"}) == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert ui_env({"SLUICE_UI_ON_NETWORK": "true"}) == {}
