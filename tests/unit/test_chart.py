@@ -529,9 +529,25 @@ def test_without_metrics_from_only_the_operator_reads_the_metrics(render: Render
     assert all(rule.get("from") for rule in drivers["ingress"])
 
 
-def test_network_policies_go_with_namespaced_mode_only(render: Render) -> None:
-    assert not [d for d in render("clusterWide=true") if d["kind"] == "NetworkPolicy"]
-    assert not [d for d in render("networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+def test_network_policies_go_to_the_served_namespaces_or_those_listed_cluster_wide(
+    render: Render,
+) -> None:
+    """Issue 38, finding 7: with clusterWide the chart rendered no NetworkPolicy at all
+    (and said nothing), leaving every driver's ports open to every pod."""
+
+    def placed(*values: str) -> set[tuple[str, str]]:
+        return {
+            (d["metadata"]["namespace"], d["metadata"]["name"])
+            for d in render(*values)
+            if d["kind"] == "NetworkPolicy"
+        }
+
+    both = {"rel-sluice-drivers", "rel-sluice-executors"}
+    assert placed() == {("sluice-system", name) for name in both}
+    listed = placed("clusterWide=true", "networkPolicy.namespaces={team-a,team-b}")
+    assert listed == {(ns, name) for ns in ("team-a", "team-b") for name in both}
+    assert not placed("clusterWide=true")
+    assert not placed("networkPolicy.enabled=false")
 
 
 # -- the admission policy confining drivers' tokens -------------------------------------
