@@ -348,18 +348,19 @@ def test_the_cluster_id_is_read_from_kube_system_alone_unless_the_platform_names
     assert "--cluster-name=eu-west-1.prod" in args
 
 
-def test_secrets_may_go_anywhere_unless_the_platform_requires_their_endpoints(
+def test_a_login_must_say_where_it_may_go_unless_the_platform_lets_it_go_anywhere(
     render: Render,
 ) -> None:
-    """operator.requireSecretEndpoints (off by default, so that today's examples run)
-    reaches the operator as --require-secret-endpoints (consent.py)."""
+    """operator.requireSecretEndpoints reaches the operator as --require-secret-endpoints
+    (consent.py). Issue 38, finding 8: it was off by default, so a labelled login with
+    no sluice.dev/allowed-endpoints annotation went wherever a tenant's manifest said."""
 
     def args(*values: str) -> list[str]:
         deployment = one(render(*values), "Deployment")
         return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
 
-    assert "--require-secret-endpoints" not in args()
-    assert "--require-secret-endpoints" in args("operator.requireSecretEndpoints=true")
+    assert "--require-secret-endpoints" in args()
+    assert "--require-secret-endpoints" not in args("operator.requireSecretEndpoints=false")
 
 
 def test_the_spark_ui_stays_on_loopback_unless_the_platform_puts_it_on_the_network(
