@@ -25,6 +25,7 @@ from sluice_api.logformat import JsonFormatter
 from sluice_operator import clusterid
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, TOKEN_TYPE, Label
+from sluice_operator.decide import DEFAULTS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -95,6 +96,16 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     result.add_argument(
+        "--consent-recheck-seconds",
+        type=float,
+        default=DEFAULTS.consent_recheck_seconds,
+        metavar="SECONDS",
+        help=(
+            "how often the Secrets a running driver uses are checked again; consent "
+            f"withdrawn stops the driver (default {DEFAULTS.consent_recheck_seconds:g})"
+        ),
+    )
+    result.add_argument(
         "--spark-ui-on-network",
         action="store_true",
         help=(
@@ -149,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()
         ),
         spark_ui_on_network=args.spark_ui_on_network,
+        consent_recheck_seconds=args.consent_recheck_seconds,
         cluster_id=cluster_id,
     )
     leading = threading.Event()

@@ -116,6 +116,9 @@ class Settings:
     tokens, which are always refused (``consent.token_refusals``)."""
     consent_seconds: float = 10.0
     """How often a pipeline waiting for a Secret's label looks again."""
+    consent_recheck_seconds: float = 30.0
+    """How often the Secrets a running driver uses are checked again: a label removed
+    (or an allowed endpoint withdrawn) stops the driver."""
     driver_cluster_role: str = builders.DRIVER_CLUSTER_ROLE
     """The ClusterRole a driver with executors is bound to in its namespace."""
     driver_service_accounts: frozenset[str] = frozenset()
@@ -162,6 +165,10 @@ def _decide(
         return _stop(obs, spec, current, StopReason.DELETE, actions, settings)
     if spec.suspend:
         return _stop(obs, spec, current, StopReason.SUSPEND, actions, settings)
+    if obs.consent_rechecked and current is not None and not current.terminated:
+        refused = _refusal(obs, spec, settings)
+        if refused is not None:
+            return _consent_withdrawn(obs, current, refused, actions, settings)
     handing_over = kept is not None and kept.state is StandbyState.READY
     if handing_over and (current is None or current.terminated or _node_lost(obs, spec, current)):
         assert kept is not None
@@ -452,6 +459,8 @@ def _settle_standby(
     standby = obs.status.standby
     if standby is None or not standby.live:
         return obs, None, []
+    if obs.consent_rechecked and (obs.secret_refusals or obs.endpoint_refusals):
+        return _cancelled_standby(obs, standby, "a Secret the pipeline uses may not be used")
     pod = next((p for p in obs.pods if p.name == standby.pod), None)
     if standby.hot:
         return _settle_hot_standby(obs, spec, standby, pod, current)
@@ -896,6 +905,29 @@ def _wait_for_consent(
         conditions=set_condition(status, refused.condition, "False", refused.reason, message, obs),
     )
     return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.consent_seconds)
+
+
+def _consent_withdrawn(
+    obs: Observed, pod: PodView, refused: Refusal, actions: list[Action], settings: Settings
+) -> Decision:
+    """A Secret the running driver uses may no longer be used (its label removed, its
+    allowed endpoints narrowed, its type refused): the driver stops cleanly, its batch
+    in flight committed, and the pipeline then waits for consent as one that never
+    started does (``_wait_for_consent``)."""
+    message = refused.message
+    status = obs.status
+    before = next((c for c in status.conditions if c.get("type") == refused.condition), None)
+    if before is None or before.get("status") != "False" or not says(before, message):
+        actions.append(Emit("Warning", refused.event, f"stopping {pod.name}: {message}"))
+    if not pod.deleting:
+        actions.append(StopPod(pod.name))
+    status = replace(
+        status,
+        phase=_after(obs, Seen.STOP_ASKED),
+        message=f"driver stopping: {message}",
+        conditions=set_condition(status, refused.condition, "False", refused.reason, message, obs),
+    )
+    return Decision((*actions, *_write(obs, with_ready(status, obs))), settings.requeue_seconds)
 
 
 def _cleanup(others: list[PodView], obs: Observed) -> list[Action]:

@@ -347,11 +347,16 @@ class Observed:
     """What the standby of a warm handover reports (its /metrics), while it starts."""
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
-    only while no driver runs (the only time a pod may be created)."""
+    while no driver runs (before a pod is created), and every
+    ``consent_recheck_seconds`` for the spec a running driver was started with
+    (``consent_rechecked``)."""
     endpoint_refusals: tuple[str, ...] = ()
     """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
     annotation (or the platform's requirement of one) does not let them go
     (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""
+    consent_rechecked: bool = False
+    """The refusals were read for the spec the running driver was started with: any of
+    them means consent was withdrawn while it ran."""
 
 
 def _lag(raw: Mapping[str, Any]) -> Lag:

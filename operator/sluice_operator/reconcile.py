@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -84,6 +86,7 @@ def reconcile(
             secret_label=settings.secret_label,
             require_endpoints=settings.require_endpoints,
             refused_types=settings.refused_secret_types,
+            recheck_seconds=settings.consent_recheck_seconds,
         )
         decision = decide(observed, settings)
         decision = _apply(kube, observed, decision)
@@ -146,7 +149,11 @@ def observe(
     secret_label: Label | None = None,
     require_endpoints: bool = False,
     refused_types: frozenset[str] = frozenset(),
+    recheck_seconds: float | None = None,
 ) -> Observed:
+    """The pipeline as it is. The Secrets its spec names are read before a driver may
+    start, and, every ``recheck_seconds``, while the driver started with that spec
+    runs (``Observed.consent_rechecked``)."""
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     spec, error, ignored = parse_spec(body.get("spec") or {})
@@ -161,8 +168,13 @@ def observe(
     )
     upgrading = spec is not None and changes.classify(status.spec_hash, spec) is Change.RESTART
     may_start = current is None or current.terminated or upgrading
+    recheck = (
+        not may_start
+        and recheck_seconds is not None
+        and _recheck_due(meta["uid"], recheck_seconds, deleting=deleting)
+    )
     refusals: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-    if spec is not None and may_start:
+    if spec is not None and (may_start or recheck):
         refusals = _secret_refusals(
             kube, namespace, spec, secret_label, require_endpoints, refused_types
         )
@@ -184,7 +196,23 @@ def observe(
         standby_progress=_progress(f"{namespace}/{name}", standby_pod),
         secret_refusals=refusals[0],
         endpoint_refusals=refusals[1],
+        consent_rechecked=spec is not None and recheck,
     )
+
+
+_consent_checked: dict[str, float] = {}
+"""When each pipeline's (uid) running driver last had its Secrets checked again."""
+
+
+def _recheck_due(uid: str, interval: float, *, deleting: bool) -> bool:
+    if deleting:
+        _consent_checked.pop(uid, None)
+        return False
+    now = time.monotonic()
+    if now - _consent_checked.get(uid, -math.inf) < interval:
+        return False
+    _consent_checked[uid] = now
+    return True
 
 
 def _secret_refusals(

@@ -128,6 +128,50 @@ def test_a_pipeline_naming_a_secret_without_the_platforms_label_gets_no_pod_unti
     assert usable_now["status"] == "True"
 
 
+def test_a_running_driver_whose_secret_loses_its_label_stops_and_starts_again_once_relabelled(
+    operators: Operators, pipeline: Pipeline
+) -> None:
+    """Consent re-checked while a driver runs (issue 38, finding 2). On the old code
+    the operator read a Secret's label only before it created a pod: taking the label
+    off the Secret of a running pipeline changed nothing, and its driver kept using
+    the Secret until it happened to restart (this test's wait for the stop timed out)."""
+    operators.start("--consent-recheck-seconds=2")
+    pipeline.core.create_namespaced_secret(
+        pipeline.namespace,
+        client.V1Secret.model_validate(
+            {
+                "metadata": {"name": "api-token", "labels": {"sluice.dev/usable": "true"}},
+                "stringData": {"t": "s3cr3t"},
+            }
+        ),
+    )
+    spec = standin_spec()
+    spec["transform"]["optionsFrom"] = [{"option": "token", "secret": "api-token", "key": "t"}]
+    pipeline.create(spec)
+    pipeline.wait_phase("Running", epoch=1, timeout=90)
+
+    pipeline.core.patch_namespaced_secret(
+        "api-token", pipeline.namespace, {"metadata": {"labels": {"sluice.dev/usable": None}}}
+    )
+    withdrawn = wait_for(
+        lambda: (c := condition(pipeline, "SecretsUsable")) and c["status"] == "False" and c,
+        timeout=60,
+        what="SecretsUsable=False once the label is gone",
+    )
+    assert "'api-token' (transform.optionsFrom[0].secret)" in withdrawn["message"]
+    assert "lacks the label" in withdrawn["message"]
+    wait_for(lambda: pipeline.live_pods() == [], timeout=120, what="the driver to stop")
+    assert "SecretNotUsable" in reasons(pipeline)
+    assert pipeline.status()["epoch"] == 1  # stopped, not replaced
+
+    pipeline.core.patch_namespaced_secret(
+        "api-token", pipeline.namespace, {"metadata": {"labels": {"sluice.dev/usable": "true"}}}
+    )
+    status = pipeline.wait_phase("Running", epoch=2, timeout=90)
+    usable_now = next(c for c in status["conditions"] if c["type"] == "SecretsUsable")
+    assert usable_now["status"] == "True"
+
+
 def test_a_self_labelled_service_account_token_is_never_mounted(
     operators: Operators, pipeline: Pipeline
 ) -> None:
