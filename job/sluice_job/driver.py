@@ -142,10 +142,6 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     outages.through_outages(
         "checkpoint schema", lambda: store.ensure_schema(create_with, pubsub=pubsub), prometheus
     )
-    dead_letters = outages.through_outages(
-        "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
-    )
-    sink = _sink(cfg)
     session_conf = (
         spark.spark_conf(
             spec,
@@ -156,10 +152,17 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         | spark.executor_template(env)
         | spark_auth.driver_conf(env)
     )
+    # Spark's JVM is launched (a fork) before any gRPC client exists: gRPC's fork
+    # handlers broke one launch in four beside a live channel (the Pub/Sub dead-letter
+    # publisher): "epoll_wait error: Bad file descriptor", then JAVA_GATEWAY_EXITED.
     spark_session = spark.session(session_conf)
     ui = spark_session.sparkContext.uiWebUrl
     if ui:
         logs.event("spark ui", url=ui)
+    dead_letters = outages.through_outages(
+        "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
+    )
+    sink = _sink(cfg)
     parts = Parts(
         cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
     )
