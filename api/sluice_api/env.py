@@ -32,6 +32,22 @@ UI_ON_NETWORK: Final = "SLUICE_UI_ON_NETWORK"
 POD_IP: Final = "POD_IP"
 """The pod's address (a fieldRef): the driver serves its metrics there only."""
 TERMINATION_LOG: Final = "SLUICE_TERMINATION_LOG"
+SPARK_PREFIX: Final = "SLUICE_SPARK_"
+"""The driver's Spark settings: it turns these into Spark configuration."""
+OPERATOR_SPARK_ENV: Final = "SLUICE_OPERATOR_SPARK_ENV"
+"""The :data:`SPARK_PREFIX` names the operator set on the driver container, comma
+separated (empty: none), always present on a pod the operator made. It is in the
+container's ``env``, which Kubernetes puts over ``envFrom``, so a ConfigMap or Secret
+cannot change it; the driver ignores every other :data:`SPARK_PREFIX` variable but
+the image's (:data:`IMAGE_SPARK_ENV`). Without it (a driver started by hand, by tests
+or the benchmark) every one is used."""
+SPARK_JARS: Final = "SLUICE_SPARK_JARS"
+"""The connector jars, comma separated: the job image's ``ENV`` sets it, not the operator."""
+IMAGE_SPARK_ENV: Final = (SPARK_JARS,)
+"""Set by the image, so the operator cannot list it; the driver keeps it. A pod's
+``env`` may not set it (``sluice_api.pod.RESERVED_ENV_PREFIXES``) and the operator
+refuses an ``envFrom`` source with the key before the pod is created
+(``sluice_operator.envfrom``)."""
 SPARK_MASTER: Final = "SLUICE_SPARK_MASTER"
 SPARK_CONF: Final = "SLUICE_SPARK_CONF"
 """JSON object of Spark settings the operator decides (executors on Kubernetes)."""

@@ -19,6 +19,7 @@ for the driver and for tests without an API server.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Final, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -101,6 +102,13 @@ def reserved_env_prefix(prefix: str) -> bool:
         or any(reserved.startswith(prefix) for reserved in RESERVED_ENV_PREFIXES)
         or any(name.startswith(prefix) and name != prefix for name in RESERVED_ENV)
     )
+
+
+def reserved_keys(keys: Iterable[str], prefix: str | None = None) -> tuple[str, ...]:
+    """The keys of an ``envFrom`` ConfigMap or Secret that become reserved variables
+    with ``prefix`` put before each (a pure function), in the order given. The prefix
+    itself is checked by :func:`reserved_env_prefix`; this is what the keys make of it."""
+    return tuple(key for key in keys if reserved_env(f"{prefix or ''}{key}"))
 
 
 def reserved_label(key: str) -> bool:

@@ -20,7 +20,7 @@ from types import FrameType
 
 from sluice_api import env, termination
 from sluice_api.exitcodes import ExitCode
-from sluice_job import checkpoint_schema, executor_backend, logs, offsets
+from sluice_job import checkpoint_schema, executor_backend, logs, offsets, spark_env
 from sluice_job import config as driver_config
 from sluice_job.runner import Progress
 
@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"sluice_job: {err}", file=sys.stderr)
             return int(ExitCode.INVALID_CONFIG)
     logs.setup()
+    spark_env.drop_ignored(os.environ)
     try:
         cfg = driver_config.load(os.environ, args.config)
     except driver_config.ConfigError as err:

@@ -90,7 +90,7 @@ def spark_conf(
         conf["spark.executor.memory"] = spec.spark.executors.memory
         conf["spark.executor.cores"] = str(spec.spark.executors.cores)
         conf["spark.executor.instances"] = str(spec.spark.executors.instances)
-    jars = env.get("SLUICE_SPARK_JARS")
+    jars = env.get(names.SPARK_JARS)
     if jars:
         conf["spark.jars"] = jars
     conf.update(spec.spark.conf)  # tuning only: the spec model refuses the rest

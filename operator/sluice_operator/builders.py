@@ -276,7 +276,14 @@ def driver_env(owner: Owner, spec: PipelineSpec, epoch: int) -> list[dict[str, A
         ]
     if owner.ui_on_network:
         env.append({"name": env_names.UI_ON_NETWORK, "value": "true"})
-    return env + credential_env(spec)
+    return env + credential_env(spec) + [spark_env_list(env)]
+
+
+def spark_env_list(env: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``SLUICE_SPARK_*`` names set here, for the driver, which ignores any other
+    (``sluice_api.env.OPERATOR_SPARK_ENV``): an ``envFrom`` source cannot add one."""
+    spark = [e["name"] for e in env if e["name"].startswith(env_names.SPARK_PREFIX)]
+    return {"name": env_names.OPERATOR_SPARK_ENV, "value": ",".join(spark)}
 
 
 def spark_auth_env(owner: Owner) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from sluice_api.spec import PipelineSpec, UpgradeMode
 from sluice_operator import (
     builders,
     changes,
+    envfrom,
     hot_standby,
     naming,
     reports,
@@ -808,6 +809,7 @@ def _start(
     for kind, reason, message in (
         (SECRETS_USABLE, "Labelled", "every Secret may be used"),
         (SERVICE_ACCOUNT_ALLOWED, "Listed", "the ServiceAccount may be used"),
+        (envfrom.CONDITION, "NoReservedName", "no envFrom key makes a reserved variable"),
     ):
         if any(c.get("type") == kind for c in status.conditions):
             status = replace(
@@ -878,6 +880,9 @@ def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal |
         message = "; ".join((*obs.secret_refusals, *obs.endpoint_refusals))
         reason = "NotLabelled" if obs.secret_refusals else "EndpointNotAllowed"
         return Refusal(SECRETS_USABLE, reason, "SecretNotUsable", message)
+    if obs.env_refusals:
+        message = "; ".join(obs.env_refusals)
+        return Refusal(envfrom.CONDITION, envfrom.REASON, envfrom.EVENT, message)
     account = spec.spark.pod.service_account_name
     if account and account not in settings.driver_service_accounts:
         listed = ", ".join(sorted(settings.driver_service_accounts)) or "none"

@@ -33,6 +33,7 @@ from sluice_operator.actions import (
     WriteStatus,
 )
 from sluice_operator.consent import SecretMeta
+from sluice_operator.envfrom import Kind, Source
 from sluice_operator.model import NodeView, PodPhase, PodView
 
 LOG = logging.getLogger("sluice_operator")
@@ -88,6 +89,12 @@ def secret_meta(table: Mapping[str, Any]) -> SecretMeta:
         dict(metadata.get("annotations") or {}),
         str(kind) if kind else "Opaque",
     )
+
+
+def object_keys(found: Mapping[str, Any]) -> tuple[str, ...]:
+    """The key names of a ConfigMap (``data`` and ``binaryData``) or a Secret
+    (``data``), without their values."""
+    return tuple(dict.fromkeys([*(found.get("data") or {}), *(found.get("binaryData") or {})]))
 
 
 class Kube:
@@ -176,6 +183,35 @@ class Kube:
                 raise
             raw = cast(Any, reply).data  # the HTTP response: _preload_content=False
             result[name] = secret_meta(json.loads(raw))
+        return result
+
+    def env_keys(
+        self, namespace: str, named: Iterable[Source]
+    ) -> dict[tuple[Kind, str], tuple[str, ...] | None]:
+        """The key names of each ConfigMap and Secret ``envFrom`` names, ``None`` for
+        one that does not exist. No form of a Secret holds its key names without its
+        values, so it is read whole (raw JSON, no client model) and only the names of
+        ``data`` are kept: its values are never kept, logged or returned."""
+        result: dict[tuple[Kind, str], tuple[str, ...] | None] = {}
+        for source in named:
+            found = (source.kind, source.name)
+            if found in result:
+                continue
+            read = (
+                self.core.read_namespaced_config_map
+                if source.kind is Kind.CONFIG_MAP
+                else self.core.read_namespaced_secret
+            )
+            try:
+                reply = read(
+                    source.name, namespace, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            except ApiException as err:
+                if err.status == 404:
+                    result[found] = None
+                    continue
+                raise
+            result[found] = object_keys(json.loads(cast(Any, reply).data))
         return result
 
     # -- act -------------------------------------------------------------------

@@ -354,6 +354,10 @@ class Observed:
     """Secrets the spec would send where their ``sluice.dev/allowed-endpoints``
     annotation (or the platform's requirement of one) does not let them go
     (``consent.endpoint_refusals``), one line each; read when ``secret_refusals`` is."""
+    env_refusals: tuple[str, ...] = ()
+    """``envFrom`` ConfigMaps and Secrets whose keys make reserved variables, or that do
+    not exist (``envfrom.refusals``), one line each; read when ``secret_refusals`` is
+    and none of them refuses (so a Secret is read only once the platform consented)."""
     consent_rechecked: bool = False
     """The refusals were read for the spec the running driver was started with: any of
     them means consent was withdrawn while it ran."""

@@ -25,7 +25,16 @@ from pydantic import ValidationError
 
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
-from sluice_operator import builders, changes, consent, metrics, progress, promote, unknown_fields
+from sluice_operator import (
+    builders,
+    changes,
+    consent,
+    envfrom,
+    metrics,
+    progress,
+    promote,
+    unknown_fields,
+)
 from sluice_operator.actions import CreatePod, Decision, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
@@ -178,6 +187,9 @@ def observe(
         refusals = _secret_refusals(
             kube, namespace, spec, secret_label, require_endpoints, refused_types
         )
+    env_refusals: tuple[str, ...] = ()
+    if spec is not None and may_start and not any(refusals):
+        env_refusals = _env_refusals(kube, namespace, spec)
     return Observed(
         name=name,
         namespace=namespace,
@@ -196,6 +208,7 @@ def observe(
         standby_progress=_progress(f"{namespace}/{name}", standby_pod),
         secret_refusals=refusals[0],
         endpoint_refusals=refusals[1],
+        env_refusals=env_refusals,
         consent_rechecked=spec is not None and recheck,
     )
 
@@ -237,6 +250,14 @@ def _secret_refusals(
     unusable = (*tokens.values(), *unlabelled)
     sent = consent.deliveries(spec)
     return unusable, consent.endpoint_refusals(refs, sent, found, require=require_endpoints)
+
+
+def _env_refusals(kube: Kube, namespace: str, spec: PipelineSpec) -> tuple[str, ...]:
+    """``envFrom`` objects whose keys make reserved variables (``envfrom.refusals``)."""
+    named = envfrom.sources(spec)
+    if not named:
+        return ()
+    return envfrom.refusals(named, kube.env_keys(namespace, named))
 
 
 def _drivers(

@@ -330,6 +330,82 @@ def test_a_driver_without_executors_holds_no_token(
     assert not mounted_credentials(agent_stack, pod).parent.exists()
 
 
+def test_an_env_from_key_that_makes_a_reserved_variable_creates_no_driver(
+    operators: Operators, pipeline: Pipeline, core: Any, namespace: str
+) -> None:
+    """Issue 38, finding 4. Reproduction: a ConfigMap with the key SLUICE_SPARK_JARS
+    (and a consented Secret with LD_PRELOAD) named by spark.pod.envFrom passes the CRD,
+    which sees no keys, and the operator created the driver pod, where the key became
+    spark.jars. Now no pod is created: EnvironmentAllowed=False and a
+    ReservedEnvironment Event name the field, the object and the key; the same
+    ConfigMap under a prefix (APP_SLUICE_SPARK_JARS) is not refused; the Secret's
+    value never reaches the operator's log; and once the keys are gone the pipeline
+    starts by itself, its driver told which SLUICE_SPARK_* names the operator set."""
+    core.create_namespaced_config_map(
+        namespace,
+        {
+            "metadata": {"name": "tenant-env"},
+            "data": {"SLUICE_SPARK_JARS": "https://evil.example/agent.jar", "REGION": "eu"},
+        },
+    )
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "tenant-secret", "labels": {"sluice.dev/usable": "true"}},
+            "stringData": {"LD_PRELOAD": "s3cr3t-preload-value", "TOKEN": "t"},
+        },
+    )
+    operator = operators.start()
+    spec = standin_spec()
+    spec["spark"]["pod"] = {
+        "envFrom": [
+            {"prefix": "APP_", "configMapRef": {"name": "tenant-env"}},
+            {"configMapRef": {"name": "tenant-env"}},
+            {"secretRef": {"name": "tenant-secret"}},
+        ]
+    }
+    pipeline.create(spec)
+
+    def allowed() -> dict[str, Any] | None:
+        conditions = pipeline.status().get("conditions") or []
+        return next((c for c in conditions if c["type"] == "EnvironmentAllowed"), None)
+
+    refused = wait_for(
+        lambda: (c := allowed()) and c["status"] == "False" and c,
+        timeout=60,
+        what="EnvironmentAllowed=False",
+    )
+    message = refused["message"]
+    assert refused["reason"] == "ReservedName"
+    assert "ConfigMap 'tenant-env' (spark.pod.envFrom[1]) has the key SLUICE_SPARK_JARS" in message
+    assert "Secret 'tenant-secret' (spark.pod.envFrom[2]) has the key LD_PRELOAD" in message
+    assert "envFrom[0]" not in message  # APP_SLUICE_SPARK_JARS is no reserved name
+    assert pipeline.pods() == []
+    assert pipeline.status().get("epoch", 0) == 0
+    events = core.list_namespaced_event(namespace).items
+    told = [e.message for e in events if e.reason == "ReservedEnvironment"]
+    assert told
+    assert "spark.pod.envFrom[1]" in told[0]
+    assert "SLUICE_SPARK_JARS" in told[0]
+    assert "s3cr3t-preload-value" not in operator.log.read_text(errors="replace")
+
+    core.replace_namespaced_config_map(
+        "tenant-env", namespace, {"metadata": {"name": "tenant-env"}, "data": {"REGION": "eu"}}
+    )
+    core.replace_namespaced_secret(
+        "tenant-secret",
+        namespace,
+        {
+            "metadata": {"name": "tenant-secret", "labels": {"sluice.dev/usable": "true"}},
+            "stringData": {"TOKEN": "t"},
+        },
+    )
+    pod = running_driver(pipeline)
+    env = {e.name: e.value or "" for e in pod.spec.containers[0].env}
+    assert env["SLUICE_OPERATOR_SPARK_ENV"] == ""  # no executors: none set, but said
+    assert (allowed() or {}).get("status") == "True"
+
+
 # -- the operator's attention --------------------------------------------------------
 
 FAILOVERS = 5

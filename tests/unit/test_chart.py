@@ -251,6 +251,7 @@ OPERATOR_CALLS = {
     ("", "serviceaccounts", "create"),
     ("", "secrets", "get"),  # labels only (consent.py), asked as PartialObjectMetadata
     ("", "secrets", "create"),  # Spark's RPC secret of a pipeline with executors
+    ("", "configmaps", "get"),  # envFrom's key names (envfrom.py)
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
     ("", "events", "create"),
 }

@@ -85,7 +85,11 @@ What the operator does in a namespace it watches, derived from its code:
   whose rights it does not hold itself only with this verb, so the operator holds
   none of the verbs it hands out;
 - secrets get: the labels of the Secrets a pipeline names (consent.py), asked for as
-  metadata only (PartialObjectMetadata), before a driver pod is created;
+  metadata only (PartialObjectMetadata), before a driver pod is created; and the
+  key names of the consented Secrets spark.pod.envFrom names (envfrom.py: read whole,
+  as no form holds the names without the values; only the names are kept);
+- configmaps get: the key names of the ConfigMaps spark.pod.envFrom names
+  (envfrom.py), before a driver pod is created: none may make a reserved variable;
 - events create: the operator's events (kube.event) and kopf's own.
 */}}
 {{- define "sluice.namespacedRules" -}}
@@ -107,6 +111,9 @@ What the operator does in a namespace it watches, derived from its code:
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [rolebindings]
   verbs: [create]
