@@ -170,7 +170,7 @@ def _decide(
         refused = _refusal(obs, spec, settings)
         if refused is not None:
             return _consent_withdrawn(obs, current, refused, actions, settings)
-    handing_over = kept is not None and kept.state is StandbyState.READY
+    handing_over = kept is not None and hot_standby.promotable(kept, standby_pod)
     if handing_over and (current is None or current.terminated or _node_lost(obs, spec, current)):
         assert kept is not None
         return _promote(obs, spec, current, kept, actions, settings)

@@ -89,6 +89,23 @@ def wanted(obs: Observed, spec: PipelineSpec, status: Status, pod: PodView) -> b
     return report is not None and report.epoch == status.epoch and not report.standby_ready
 
 
+def promotable(standby: Standby, pod: PodView | None) -> bool:
+    """The standby may take over if the driver goes: a Ready one, or a hot one still
+    warming up whose pod runs. The latter is further along than a cold start (its
+    JVM, imports and connections are on their way), so it is promoted and claims
+    once it is ready (``_running_steadily`` sends the promotion again while it
+    reports itself waiting); a pending pod is not, and may never be scheduled."""
+    if standby.state is StandbyState.READY:
+        return True
+    return (
+        standby.hot
+        and standby.state is StandbyState.STARTING
+        and pod is not None
+        and pod.phase is PodPhase.RUNNING
+        and not pod.deleting
+    )
+
+
 def failures_in_a_row(status: Status) -> int:
     """Failures of the last hot standby in a row (0 after one became ready)."""
     previous = status.standby
