@@ -937,14 +937,16 @@ def _consent_withdrawn(
 
 def _cleanup(others: list[PodView], obs: Observed) -> list[Action]:
     """Older drivers: remove the finished ones (keeping the newest for inspection),
-    stop a running one, remove one whose node is lost."""
+    stop a running one, remove one whose node is lost. A standby that is no longer
+    wanted (its epoch above the current one: it was never promoted, so it never
+    claimed and has no batch in flight) is removed at once, not asked to finish."""
     actions: list[Action] = []
     finished = sorted((p for p in others if p.terminated), key=lambda p: p.epoch)
     actions += [RemovePod(p.name) for p in finished[:-1]]
     for pod in others:
         if pod.terminated or obs.spec is None:
             continue
-        if _node_lost(obs, obs.spec, pod):
+        if _node_lost(obs, obs.spec, pod) or pod.epoch > obs.status.epoch:
             actions.append(RemovePod(pod.name))
         elif not pod.deleting:
             actions.append(StopPod(pod.name))

@@ -272,12 +272,17 @@ def test_a_driver_that_refuses_its_config_does_not_promote_a_standby_of_the_same
     [("spec changed", spec(standby=1, image="sluice-job:v2")), ("standby 0", spec())],
 )
 def test_a_spec_change_or_standby_0_cancels_the_hot_standby(why: str, new_spec: Any) -> None:
+    """A cancelled standby never claimed, so it holds nothing in flight: it is removed
+    at once (issue 43, item 3). On the old code it was asked to stop cleanly
+    (``StopPod``) and, with no batch to finish, lingered until its stop timeout (60 s
+    in a chaos run) beside the new spec's starting driver."""
     obs = observed(status(hot()), (driver(), spare()), spec=new_spec, generation=2)
     decision = decide(obs)
     record = written(decision).standby
     assert record is not None
     assert record.state is StandbyState.CANCELLED, why
-    assert StopPod(spare().name) in decision.actions
+    assert RemovePod(spare().name) in decision.actions
+    assert StopPod(spare().name) not in decision.actions
     assert not actions_of(decision, Promote)
     restarted = StopPod(driver().name) in decision.actions
     assert restarted is (why == "spec changed"), "spec.standby is the operator's alone"

@@ -271,7 +271,7 @@ def test_a_standby_ending_during_the_handover_leaves_a_clean_stop_upgrade() -> N
 def test_a_further_spec_change_replaces_a_standby_that_is_not_ready() -> None:
     _, pod, decision = starting()
     look = decide(observed(written(decision), (pod, standby_pod()), spec=V3, generation=3))
-    assert StopPod("kpis-driver-5") in look.actions
+    assert RemovePod("kpis-driver-5") in look.actions  # it never claimed
     assert StopPod(pod.name) not in look.actions
     assert created(look)["metadata"]["name"] == "kpis-driver-6"
     standby = written(look).standby
@@ -283,7 +283,7 @@ def test_the_running_driver_failing_before_the_standby_is_ready_cancels_it() -> 
     _, pod, decision = starting()
     crashed = replace(pod, phase=PodPhase.FAILED, exit_code=1, message="{}", finished_at=NOW)
     look = decide(observed(written(decision), (crashed, standby_pod()), spec=V2, generation=2))
-    assert StopPod("kpis-driver-5") in look.actions
+    assert RemovePod("kpis-driver-5") in look.actions  # it never claimed
     after = written(look)
     assert after.standby is not None
     assert after.standby.state is StandbyState.CANCELLED
@@ -298,7 +298,7 @@ def test_deleting_or_suspending_stops_the_standby_too(how: str) -> None:
         {"deleting": True} if how == "deleted" else {"spec": spec(suspend=True, upgrade=WARM)}
     )
     look = decide(observed(written(decision), (pod, standby_pod()), generation=2, **kw))
-    assert StopPod("kpis-driver-5") in look.actions
+    assert RemovePod("kpis-driver-5") in look.actions  # it never claimed
     assert StopPod(pod.name) in look.actions
 
 
