@@ -33,6 +33,16 @@ def condition(pipeline: Pipeline, kind: str) -> dict[str, Any] | None:
     return next((c for c in conditions if c["type"] == kind), None)
 
 
+def condition_false(pipeline: Pipeline, kind: str) -> dict[str, Any]:
+    """The pipeline's ``kind`` condition, once it is False (within 60 s)."""
+    found: dict[str, Any] = wait_for(
+        lambda: (c := condition(pipeline, kind)) and c["status"] == "False" and c,
+        timeout=60,
+        what=f"{kind}=False",
+    )
+    return found
+
+
 def reasons(pipeline: Pipeline) -> set[str]:
     return {e.reason for e in pipeline.core.list_namespaced_event(pipeline.namespace).items}
 
@@ -45,11 +55,7 @@ def test_an_image_that_cannot_be_pulled_fails_after_the_start_deadline(
     spec = standin_spec(image="sluice-test/unpullable:v1")
     spec["restart"] = {"startDeadlineSeconds": 10, "maxFailures": 2, "backoffSeconds": 1}
     pipeline.create(spec)
-    waiting = wait_for(
-        lambda: (c := condition(pipeline, "DriverStarted")) and c["status"] == "False" and c,
-        timeout=60,
-        what="DriverStarted=False",
-    )
+    waiting = condition_false(pipeline, "DriverStarted")
     assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff")
     assert "sluice-test/unpullable:v1" in waiting["message"]
     status = pipeline.wait_phase("Failed", timeout=120)
@@ -68,11 +74,7 @@ def test_a_driver_waiting_for_a_missing_config_map_starts_once_it_exists(
         "env": [{"name": "REGION", "valueFrom": {"configMapKeyRef": {"name": "api", "key": "r"}}}]
     }
     pipeline.create(spec)
-    waiting = wait_for(
-        lambda: (c := condition(pipeline, "DriverStarted")) and c["status"] == "False" and c,
-        timeout=60,
-        what="DriverStarted=False",
-    )
+    waiting = condition_false(pipeline, "DriverStarted")
     assert waiting["reason"] == "CreateContainerConfigError"
     assert "api" in waiting["message"]
     assert pipeline.status()["phase"] == "Starting"
@@ -98,11 +100,7 @@ def test_a_pipeline_naming_a_secret_without_the_platforms_label_gets_no_pod_unti
     def usable() -> dict[str, Any] | None:
         return condition(pipeline, "SecretsUsable")
 
-    missing = wait_for(
-        lambda: (c := usable()) and c["status"] == "False" and c,
-        timeout=60,
-        what="SecretsUsable=False",
-    )
+    missing = condition_false(pipeline, "SecretsUsable")
     assert missing["reason"] == "NotLabelled"
     assert "'api-token' (transform.optionsFrom[0].secret) does not exist" in missing["message"]
     pipeline.core.create_namespaced_secret(
@@ -153,11 +151,7 @@ def test_a_running_driver_whose_secret_loses_its_label_stops_and_starts_again_on
     pipeline.core.patch_namespaced_secret(
         "api-token", pipeline.namespace, {"metadata": {"labels": {"sluice.dev/usable": None}}}
     )
-    withdrawn = wait_for(
-        lambda: (c := condition(pipeline, "SecretsUsable")) and c["status"] == "False" and c,
-        timeout=60,
-        what="SecretsUsable=False once the label is gone",
-    )
+    withdrawn = condition_false(pipeline, "SecretsUsable")
     assert "'api-token' (transform.optionsFrom[0].secret)" in withdrawn["message"]
     assert "lacks the label" in withdrawn["message"]
     wait_for(lambda: pipeline.live_pods() == [], timeout=120, what="the driver to stop")
@@ -218,11 +212,7 @@ def test_a_self_labelled_service_account_token_is_never_mounted(
         "volumeMounts": [{"name": "t", "mountPath": "/var/t"}],
     }
     pipeline.create(spec)
-    refused = wait_for(
-        lambda: (c := condition(pipeline, "SecretsUsable")) and c["status"] == "False" and c,
-        timeout=60,
-        what="SecretsUsable=False",
-    )
+    refused = condition_false(pipeline, "SecretsUsable")
     assert "'minted' (spark.pod.volumes[0].secret) is a service-account token" in refused["message"]
     assert "of default" in refused["message"]
     assert pipeline.live_pods() == []
