@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice_api.cluster import ClusterIdError
 from sluice_api.logformat import JsonFormatter
-from sluice_operator import clusterid
+from sluice_operator import clusterid, podpolicy
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, TOKEN_TYPE, Label
 from sluice_operator.decide import DEFAULTS
@@ -95,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
             "spark.pod.serviceAccountName (default: none; drivers run as their own account)"
         ),
     )
+    _pod_policy_flags(result)
     result.add_argument(
         "--consent-recheck-seconds",
         type=float,
@@ -124,6 +125,51 @@ def parser() -> argparse.ArgumentParser:
     )
     result.add_argument("--verbose", action="store_true", help="debug logging")
     return result
+
+
+def _pod_policy_flags(result: argparse.ArgumentParser) -> None:
+    """What a pipeline's pods may carry (``podpolicy``); each flag comma-separated,
+    default none."""
+    flags = podpolicy.FLAGS
+    for field, metavar, what in (
+        ("priority_classes", "NAMES", "PriorityClasses spark.pod.priorityClassName may name"),
+        (
+            "toleration_keys",
+            "KEYS",
+            "taint keys a driver's or executors' toleration may name; '*': any, and a "
+            "toleration without a key, which tolerates every taint",
+        ),
+        (
+            "node_labels",
+            "KEY[=VALUE],...",
+            "node labels a nodeSelector or node affinity may name: key (any value) or key=value",
+        ),
+        (
+            "label_keys",
+            "KEYS",
+            "label keys of spark.pod.labels: a key or a prefix ending in '*' "
+            "(a bare '*' admits all but identity and isolation keys)",
+        ),
+        ("annotation_keys", "KEYS", "annotation keys of spark.pod.annotations, as for labels"),
+    ):
+        result.add_argument(
+            flags[field], dest=field, default="", metavar=metavar, help=f"{what} (default: none)"
+        )
+
+
+def pod_policy(args: argparse.Namespace) -> podpolicy.PodPolicy:
+    """The policy the command line gives."""
+    return podpolicy.PodPolicy(
+        priority_classes=frozenset(_listed(args.priority_classes)),
+        toleration_keys=frozenset(_listed(args.toleration_keys)),
+        node_labels=frozenset(_listed(args.node_labels)),
+        label_keys=_listed(args.label_keys),
+        annotation_keys=_listed(args.annotation_keys),
+    )
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def configure_logging(level: int, stream: TextIO | None = None) -> None:
@@ -159,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         driver_service_accounts=frozenset(
             name.strip() for name in args.driver_service_accounts.split(",") if name.strip()
         ),
+        pod_policy=pod_policy(args),
         spark_ui_on_network=args.spark_ui_on_network,
         consent_recheck_seconds=args.consent_recheck_seconds,
         cluster_id=cluster_id,

@@ -49,6 +49,7 @@ from sluice_operator import (
     envfrom,
     hot_standby,
     naming,
+    podpolicy,
     reports,
     rollback,
     starting,
@@ -124,6 +125,9 @@ class Settings:
     """The ClusterRole a driver with executors is bound to in its namespace."""
     driver_service_accounts: frozenset[str] = frozenset()
     """ServiceAccounts a pipeline may name in ``spark.pod.serviceAccountName``."""
+    pod_policy: podpolicy.PodPolicy = podpolicy.NOTHING
+    """The priority classes, tolerations, node labels and label and annotation keys
+    a pipeline's pods may carry (``podpolicy``); default: none."""
     spark_ui_on_network: bool = False
     """Drivers' Spark UI may listen on the pod's address (else on loopback only)."""
     cluster_id: str = ""
@@ -810,6 +814,7 @@ def _start(
         (SECRETS_USABLE, "Labelled", "every Secret may be used"),
         (SERVICE_ACCOUNT_ALLOWED, "Listed", "the ServiceAccount may be used"),
         (envfrom.CONDITION, "NoReservedName", "no envFrom key makes a reserved variable"),
+        (podpolicy.CONDITION, "Allowed", "the platform allows the pods' settings"),
     ):
         if any(c.get("type") == kind for c in status.conditions):
             status = replace(
@@ -893,6 +898,10 @@ def _refusal(obs: Observed, spec: PipelineSpec, settings: Settings) -> Refusal |
             f"ServiceAccount {account!r} (spark.pod.serviceAccountName) is not one the "
             f"platform lets drivers run as (the operator's --driver-service-accounts: {listed})",
         )
+    placed = podpolicy.refusals(spec, settings.pod_policy)
+    if placed:
+        message = "; ".join(placed)
+        return Refusal(podpolicy.CONDITION, podpolicy.REASON, podpolicy.EVENT, message)
     return None
 
 

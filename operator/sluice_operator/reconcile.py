@@ -35,7 +35,7 @@ from sluice_operator import (
     promote,
     unknown_fields,
 )
-from sluice_operator.actions import CreatePod, Decision, Promote, WriteStatus
+from sluice_operator.actions import CreatePod, Decision, Emit, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
 from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
@@ -111,6 +111,10 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
     for action in decision.actions:
         if isinstance(action, WriteStatus):
             written = action.status
+        if isinstance(action, Emit) and action.type == "Warning":  # what and why, in the log too
+            LOG.warning(
+                "%s/%s %s: %s", observed.namespace, observed.name, action.reason, action.message
+            )
         if isinstance(action, Promote):  # to the standby's pod, not the API server
             promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)
             continue

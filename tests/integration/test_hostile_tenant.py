@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client import CoreV1Api
+from kubernetes.client import CoreV1Api, SchedulingV1Api
 
 from sluice_dev.localcluster import CHART, DRIVER_POD_POLICY, EXECUTOR_SECRETS_POLICY
 from sluice_dev.paths import Layout
@@ -404,6 +404,95 @@ def test_an_env_from_key_that_makes_a_reserved_variable_creates_no_driver(
     env = {e.name: e.value or "" for e in pod.spec.containers[0].env}
     assert env["SLUICE_OPERATOR_SPARK_ENV"] == ""  # no executors: none set, but said
     assert (allowed() or {}).get("status") == "True"
+
+
+PLACED: dict[str, tuple[str, dict[str, Any]]] = {
+    "tolerate-all": ("spark.driver.tolerations[0]", {"tolerations": [{"operator": "Exists"}]}),
+    "control-plane": (
+        "spark.driver.nodeSelector",
+        {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}},
+    ),
+}
+"""Driver placements no platform policy here allows: the field each refusal names."""
+PRIORITY_CLASS = "sluice-test-tenant-critical"
+"""A real, non-system PriorityClass the platform has not listed for pipelines."""
+
+
+def test_scheduling_and_identity_settings_the_platform_does_not_allow_create_no_driver(
+    operators: Operators, pipeline: Pipeline, core: Any, namespace: str
+) -> None:
+    """Issue 38, finding 6. Reproduction: with the check in decide._refusal taken out
+    (the old code), the operator created a driver pod for a toleration with operator
+    Exists and no key, a nodeSelector on the control-plane label, an unlisted
+    (existing, non-system) PriorityClass and the annotation sidecar.istio.io/inject:
+    the wait for PodSettingsAllowed=False timed out after 60 s. Now none gets a pod or
+    an epoch; the condition, a PodSettingNotAllowed Event and the operator's log name
+    the field; and a pipeline whose toleration the policy lists starts."""
+    scheduling = SchedulingV1Api(core.api_client)
+    scheduling.create_priority_class(
+        {"metadata": {"name": PRIORITY_CLASS}, "value": 1000000, "description": "test"}
+    )
+    try:
+        operator = operators.start(
+            pod_policy=(
+                "--allowed-node-labels=sluice.dev/pool",
+                "--allowed-toleration-keys=sluice.dev/isolated,example.com/dedicated",
+            )
+        )
+        refused = {name: (where, {"driver": placed}) for name, (where, placed) in PLACED.items()}
+        refused["priority"] = (
+            "spark.pod.priorityClassName",
+            {"pod": {"priorityClassName": PRIORITY_CLASS}},
+        )
+        refused["no-mesh"] = (
+            "spark.pod.annotations",
+            {"pod": {"annotations": {"sidecar.istio.io/inject": "false"}}},
+        )
+        tenants = {name: another(pipeline, name) for name in refused}
+        for name, (_, spark) in refused.items():
+            spec = standin_spec()
+            for part, settings in spark.items():
+                spec["spark"].setdefault(part, {}).update(settings)
+            tenants[name].create(spec)
+        allowed = standin_spec()
+        allowed["spark"]["driver"]["tolerations"] = [
+            {"key": "example.com/dedicated", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+        pipeline.create(allowed)
+
+        for name, (where, _) in refused.items():
+            tenant = tenants[name]
+            condition = wait_for(
+                lambda t=tenant: next(
+                    (
+                        c
+                        for c in t.status().get("conditions") or []
+                        if c["type"] == "PodSettingsAllowed" and c["status"] == "False"
+                    ),
+                    None,
+                ),
+                timeout=60,
+                what=f"PodSettingsAllowed=False on {name}",
+            )
+            assert condition["reason"] == "NotAllowed"
+            assert condition["message"].startswith(f"{where}: "), condition["message"]
+            assert tenant.pods() == []
+            assert tenant.status().get("epoch", 0) == 0
+        events = core.list_namespaced_event(namespace).items
+        told = {
+            e.involved_object.name: e.message for e in events if e.reason == "PodSettingNotAllowed"
+        }
+        for name, (where, _) in refused.items():
+            assert where in told.get(name, ""), told
+        log = operator.log.read_text(errors="replace")
+        assert f"{namespace}/control-plane PodSettingNotAllowed: spark.driver.nodeSelector" in log
+
+        pod = running_driver(pipeline)
+        tolerated = [(t.key, t.operator, t.effect) for t in pod.spec.tolerations or []]
+        assert ("example.com/dedicated", "Exists", "NoSchedule") in tolerated
+        assert all(tenant.pods() == [] for tenant in tenants.values())
+    finally:
+        scheduling.delete_priority_class(PRIORITY_CLASS)
 
 
 # -- the operator's attention --------------------------------------------------------

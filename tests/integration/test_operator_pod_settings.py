@@ -56,7 +56,7 @@ def test_a_driver_with_pod_settings_is_admitted_as_restricted_and_runs(
     core.create_namespaced_config_map(
         pipeline.namespace, {"metadata": {"name": "orders-config"}, "data": {"REGION": "eu"}}
     )
-    operators.start()
+    operators.start("--allowed-pod-labels=team", "--allowed-pod-annotations=example.com/*")
     spec = standin_spec()
     spec["spark"]["pod"] = POD
     pipeline.create(spec)

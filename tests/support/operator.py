@@ -18,11 +18,18 @@ from sluice_api import cluster
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_operator import naming
 from sluice_operator.clusterid import SYSTEM_NAMESPACE
-from tests.support.agents import free_port
+from tests.support.agents import ISOLATION_TAINT, free_port
 from tests.support.waiting import wait_for
 
 STANDIN_ROOT = REPO_ROOT / "tests" / "support" / "standin"
 STANDIN_IMAGE = "sluice-test/standin"
+POD_POLICY = (
+    "--allowed-node-labels=sluice.dev/pool",
+    f"--allowed-toleration-keys={ISOLATION_TAINT}",
+)
+"""What the tests' pipelines set for placement, allowed as a platform would: their own
+node pool (``sluice.dev/pool``) and its taint (``agents.ISOLATION_TAINT``); nothing else
+(``sluice_operator.podpolicy``)."""
 
 
 @dataclass
@@ -53,8 +60,10 @@ class Operators:
     workdir: Path
     started: list[OperatorProcess] = field(default_factory=list)
 
-    def start(self, *args: str, leader_election: bool = False) -> OperatorProcess:
-        """An operator process with ``args`` added to its command line."""
+    def start(
+        self, *args: str, leader_election: bool = False, pod_policy: tuple[str, ...] = POD_POLICY
+    ) -> OperatorProcess:
+        """An operator process with ``pod_policy`` and ``args`` added to its command line."""
         port = free_port()
         log = self.workdir / f"operator-{len(self.started) + 1}.log"
         argv = [
@@ -68,7 +77,7 @@ class Operators:
         ]
         if not leader_election:
             argv.append("--no-leader-election")
-        argv += args
+        argv += [*pod_policy, *args]
         env = {**os.environ, "KUBECONFIG": str(self.layout.kubeconfig)}
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

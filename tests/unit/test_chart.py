@@ -19,7 +19,7 @@ import yaml
 from sluice_api.pod import VOLUME_SOURCES
 from sluice_api.status import PipelineStatus
 from sluice_dev.paths import REPO_ROOT
-from sluice_operator import naming
+from sluice_operator import cli, naming
 
 pytestmark = pytest.mark.unit
 
@@ -362,6 +362,53 @@ def test_a_login_must_say_where_it_may_go_unless_the_platform_lets_it_go_anywher
 
     assert "--require-secret-endpoints" in args()
     assert "--require-secret-endpoints" not in args("operator.requireSecretEndpoints=false")
+
+
+def test_the_pod_policy_reaches_the_operator_and_allows_nothing_by_default(
+    render: Render, helm_binary: Path
+) -> None:
+    """operator.podPolicy reaches the operator as its --allowed-* flags (podpolicy.py).
+    Issue 38, finding 6. Reproduction on the old chart: with podPolicy set, helm
+    template failed (the schema has additionalProperties false), and no --allowed-*
+    argument existed."""
+
+    def args(*values: str) -> list[str]:
+        deployment = one(render(*values), "Deployment")
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert not [a for a in args() if a.startswith("--allowed-")]
+    given = args(
+        "operator.podPolicy.priorityClasses={pipelines-high,pipelines-low}",
+        "operator.podPolicy.tolerationKeys={dedicated}",
+        "operator.podPolicy.nodeLabels={pool,zone=eu-1}",
+        "operator.podPolicy.labelKeys={team,example.com/*}",
+        "operator.podPolicy.annotationKeys={example.com/*}",
+    )
+    assert [a for a in given if a.startswith("--allowed-")] == [
+        "--allowed-priority-classes=pipelines-high,pipelines-low",
+        "--allowed-toleration-keys=dedicated",
+        "--allowed-node-labels=pool,zone=eu-1",
+        "--allowed-pod-labels=team,example.com/*",
+        "--allowed-pod-annotations=example.com/*",
+    ]
+    policy = cli.pod_policy(cli.parser().parse_args(given))
+    assert policy.node_labels == frozenset({"pool", "zone=eu-1"})
+    assert policy.annotation_keys == ("example.com/*",)
+    done = subprocess.run(
+        [
+            str(helm_binary),
+            "template",
+            "rel",
+            str(CHART),
+            "--set=operator.podPolicy.labelKeys={a*b}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "labelKeys" in done.stderr
 
 
 def test_the_spark_ui_stays_on_loopback_unless_the_platform_puts_it_on_the_network(
