@@ -12,6 +12,8 @@ from it. Every write to that row is a lightweight transaction (Paxos):
   outputs keyed by batch id are identical whoever writes them;
 * ``commit`` applies only if owner, epoch and the previous batch id still match,
   so a driver whose claim was taken over can never commit again (it is *fenced*);
+* ``letters_durable`` marks the planned batch's dead letters as durable, fenced like
+  the plan, so a re-run of that batch does not write them again (``execute``);
 * ``reset`` moves the positions for an offset reset (``reset``), fenced like a
   commit, once per reset id;
 * ``release`` marks a clean stop.
@@ -90,6 +92,9 @@ class Batch:
     spool: str = ""
     """A Pub/Sub batch's messages, kept under this id in the spool (``pubsub.spool``)
     so that whoever executes the batch reads the same messages; empty for Kafka."""
+    letters_durable: bool = field(default=False, compare=False)
+    """Its dead letters are durable (the checkpoint row says so): a re-run of the
+    batch does not write them again (``CheckpointStore.letters_durable``)."""
 
     @property
     def records(self) -> int:
@@ -373,6 +378,16 @@ class CheckpointStore:
         if not self._fenced("plan", params, lambda current: current.planned == batch):
             self._raise_lost_ownership(batch.batch_id)
 
+    def letters_durable(self, batch: Batch) -> None:
+        """Record that the dead letters of ``batch``, the planned batch, are durable, so
+        that a re-run of it (a driver recovering it) does not write them again. Fenced
+        like the plan; the marker holds the batch id, so the next plan does not
+        inherit it."""
+        epoch = self._require_next(batch)
+        params = (batch.batch_id, self.pipeline, self.owner, epoch, self._batch_id, batch.batch_id)
+        if not self._fenced("letters", params, lambda c: _letters_durable(c, batch.batch_id)):
+            self._raise_lost_ownership(batch.batch_id)
+
     def commit(self, batch: Batch, started_at: datetime) -> float:
         """Record ``batch`` as done: positions move on, only if we still own the
         pipeline and ``batch`` follows the last committed batch. Returns the seconds
@@ -478,7 +493,10 @@ class CheckpointStore:
             code_version=row.code_version or "",
             released=bool(row.released),
             planned=(
-                Batch.from_json(row.planned_id, row.planned)
+                replace(
+                    Batch.from_json(row.planned_id, row.planned),
+                    letters_durable=row.letters_durable == row.planned_id,
+                )
                 if row.planned and row.planned_id == row.batch_id + 1
                 else None
             ),
@@ -598,6 +616,11 @@ class CheckpointStore:
             self._statements[name].consistency_level = ConsistencyLevel.SERIAL
 
 
+def _letters_durable(current: Checkpoint, batch_id: int) -> bool:
+    planned = current.planned
+    return planned is not None and planned.batch_id == batch_id and planned.letters_durable
+
+
 def _legacy(row: Any) -> Legacy | None:
     if row is None:
         return None
@@ -605,7 +628,8 @@ def _legacy(row: Any) -> Legacy | None:
 
 
 LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
-    planned, write_version, applied_resets FROM {ks}.checkpoints WHERE pipeline = ?"""
+    planned, write_version, applied_resets, letters_durable FROM {ks}.checkpoints
+    WHERE pipeline = ?"""
 
 
 def statements(ks: str) -> dict[str, str]:
@@ -617,6 +641,8 @@ def statements(ks: str) -> dict[str, str]:
             released = false WHERE pipeline = ? IF epoch < ?""",
         "plan": f"""UPDATE {ks}.checkpoints SET planned_id = ?, planned = ?
             WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
+        "letters": f"""UPDATE {ks}.checkpoints SET letters_durable = ? WHERE pipeline = ?
+            IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?""",
         "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
             updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
             write_version = ?, planned_id = null, planned = null, last_reset = null

@@ -62,6 +62,8 @@ ADDED_COLUMNS: Final = (
     # and the adopting row names the legacy key it came from.
     ("checkpoints", "adopted_by", "text"),
     ("checkpoints", "adopted_from", "text"),
+    # The planned batch whose dead letters are durable: a re-run skips them.
+    ("checkpoints", "letters_durable", "bigint"),
 )
 
 

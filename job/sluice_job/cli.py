@@ -20,7 +20,7 @@ from types import FrameType
 
 from sluice_api import env, termination
 from sluice_api.exitcodes import ExitCode
-from sluice_job import checkpoint_schema, executor_backend, logs, offsets, spark_env
+from sluice_job import checkpoint_schema, executor_backend, logs, offsets, spark_env, stopping
 from sluice_job import config as driver_config
 from sluice_job.runner import Progress
 
@@ -95,11 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return int(ExitCode.INVALID_CONFIG)
 
-    from sluice_job import driver  # Spark and the clients load only for a real run
-
     stop = threading.Event()
     progress = Progress()
+    # Before Spark and the clients load (seconds): a SIGTERM then is a clean stop too.
     _on_sigterm(stop, cfg.spec.upgrade.stop_timeout_seconds, cfg.termination_log, progress)
+    from sluice_job import driver  # Spark and the clients load only for a real run
+
     outcome = driver.run(cfg, stop, progress)
     _finished.set()
     termination.write(cfg.termination_log, outcome)
@@ -107,12 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _on_sigterm(stop: threading.Event, timeout: float, path: Path, progress: Progress) -> None:
-    """SIGTERM asks for a clean stop: the batch in flight finishes and commits. If it
-    does not within the stop timeout, the driver leaves with code 1 (not committed)."""
+    """SIGTERM asks for a clean stop: the batch in flight finishes and commits; with
+    none in flight, the driver stops at once and begins none (``stopping``). If it has
+    not stopped within the stop timeout, it leaves with code 1 (nothing committed)."""
 
-    def watchdog() -> None:
+    def watchdog(finishing: int | None) -> None:
         if not _finished.wait(timeout):
-            message = f"batch in flight did not finish within {timeout:.0f}s of SIGTERM"
+            message = stopping.timeout_message(finishing, timeout)
             logs.event("stop timeout", level=40, message=message)
             termination.write(
                 path,
@@ -128,9 +130,10 @@ def _on_sigterm(stop: threading.Event, timeout: float, path: Path, progress: Pro
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
         if not stop.is_set():
-            logs.event("stop requested (SIGTERM): finishing the batch in flight")
+            finishing = progress.gate.close()
+            logs.event(stopping.announcement(finishing), batch_id=finishing)
             stop.set()
-            threading.Thread(target=watchdog, daemon=True).start()
+            threading.Thread(target=watchdog, args=(finishing,), daemon=True).start()
 
     signal.signal(signal.SIGTERM, handler)
 

@@ -38,6 +38,7 @@ from sluice_job import (
     spark,
     spark_auth,
     standby,
+    stopping,
     transform,
 )
 from sluice_job.backpressure import RateControl
@@ -75,6 +76,9 @@ from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
     try:
         return _run(cfg, stop, progress)
+    except stopping.StopRequestedError as stopped:
+        logs.event("stopped with no batch in flight", left_undone=stopped.step)
+        return _stopped(cfg, progress, f"clean stop before {stopped.step}: no batch in flight")
     except FencedError as err:
         fenced = _failed(ExitCode.FENCED, "Fenced", err, cfg, progress)
         return dataclasses.replace(fenced, held_by_epoch=err.held_by)
@@ -127,6 +131,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         "connect to the checkpoint store",
         lambda: connect(checkpoint.contact_points, credentials, tls),
         prometheus,
+        stop=stop,
     )
     store = CheckpointStore(
         session,
@@ -140,7 +145,10 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     create_with = replication if checkpoint.create_keyspace else None
     pubsub = spec.source.pubsub is not None
     outages.through_outages(
-        "checkpoint schema", lambda: store.ensure_schema(create_with, pubsub=pubsub), prometheus
+        "checkpoint schema",
+        lambda: store.ensure_schema(create_with, pubsub=pubsub),
+        prometheus,
+        stop=stop,
     )
     session_conf = (
         spark.spark_conf(
@@ -156,17 +164,18 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     # handlers broke one launch in four beside a live channel (the Pub/Sub dead-letter
     # publisher): "epoll_wait error: Bad file descriptor", then JAVA_GATEWAY_EXITED.
     spark_session = spark.session(session_conf)
-    ui = spark_session.sparkContext.uiWebUrl
-    if ui:
-        logs.event("spark ui", url=ui)
-    dead_letters = outages.through_outages(
-        "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus
-    )
-    sink = _sink(cfg)
-    parts = Parts(
-        cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
-    )
     try:
+        _cancel_jobs_on_stop(spark_session, stop, progress.gate)
+        ui = spark_session.sparkContext.uiWebUrl
+        if ui:
+            logs.event("spark ui", url=ui)
+        dead_letters = outages.through_outages(
+            "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus, stop=stop
+        )
+        sink = _sink(cfg)
+        parts = Parts(
+            cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
+        )
         runner = _pubsub_runner(parts, session) if pubsub else _kafka_runner(parts)
         if runner is None:  # a standby asked to stop before its turn: it claimed nothing
             return Termination(ExitCode.CLEAN_STOP, "Stopped", "standby stopped unclaimed")
@@ -175,13 +184,35 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         spark_session.stop()
         cluster.shutdown()
     logs.event("stopped cleanly", batch_id=progress.batch_id, records=progress.records)
+    return _stopped(cfg, progress, "clean stop")
+
+
+def _cancel_jobs_on_stop(
+    spark_session: SparkSession, stop: threading.Event, gate: stopping.BatchGate
+) -> threading.Thread:
+    """A stop with no batch in flight cancels Spark's jobs: only a standby's check or
+    warm-up can run then, and it would hold the stop up (a warm-up's read of Kafka
+    waits out an outage for minutes). A batch in flight is left to finish. Returns the
+    thread that waits for the stop."""
+
+    def cancel() -> None:
+        stop.wait()
+        if not gate.stopping_now:
+            return
+        try:
+            spark_session.sparkContext.cancelAllJobs()
+        except Exception as err:  # Spark already stopping: nothing left to cancel
+            logs.event("spark jobs not cancelled", level=30, message=str(err)[:500])
+
+    thread = threading.Thread(target=cancel, name="cancel-on-stop", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stopped(cfg: DriverConfig, progress: Progress, message: str) -> Termination:
+    positions = offsets.to_json(progress.positions)
     return Termination(
-        ExitCode.CLEAN_STOP,
-        "Stopped",
-        "clean stop",
-        progress.batch_id,
-        cfg.epoch,
-        offsets.to_json(progress.positions),
+        ExitCode.CLEAN_STOP, "Stopped", message, progress.batch_id, cfg.epoch, positions
     )
 
 
@@ -200,7 +231,9 @@ class Parts:
     prometheus: metrics.PrometheusObserver
 
     def executor(self, records: Records) -> SparkExecutor:
-        return SparkExecutor(records, self.function, self.cfg.options, self.sink, self.dead_letters)
+        return SparkExecutor(
+            records, self.function, self.cfg.options, self.sink, self.dead_letters, self.store
+        )
 
     def timed_out(self, batch_id: int, seconds: float) -> None:
         _timed_out(self.cfg, self.progress, batch_id, seconds)
@@ -219,7 +252,9 @@ def _kafka_runner(parts: Parts) -> Runner | None:
     observer = _observer(cfg, kafka, parts.prometheus)
     if cfg.standby:
         topics = source.topics
-        outages.through_outages("kafka", lambda: watermarks.fetch(topics), parts.prometheus)
+        outages.through_outages(
+            "kafka", lambda: watermarks.fetch(topics), parts.prometheus, stop=parts.stop
+        )
         lows = functools.partial(_lows, watermarks, topics)
         gap = _standby(parts, client, lows)
         if gap is None:
@@ -257,7 +292,9 @@ def _pubsub_runner(parts: Parts, session: Session) -> PubSubRunner | None:
         return None
     key = ServiceAccount.from_env(os.environ, env_names.PUBSUB_CREDENTIALS)
     subscription = Subscription.of(source, key)
-    outages.through_outages("pubsub subscription", subscription.check, parts.prometheus)
+    outages.through_outages(
+        "pubsub subscription", subscription.check, parts.prometheus, stop=parts.stop
+    )
     spool = Spool(
         session,
         cfg.spec.checkpoint.cassandra.keyspace,
@@ -330,6 +367,7 @@ def _standby(
         store=parts.store,
         reject_budget=parts.dead_letters.payload_budget,
         lows=lows,
+        stop=parts.stop,
     )
     if not cfg.hot:
         control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()

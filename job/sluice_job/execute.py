@@ -21,6 +21,12 @@ building its frames, ``write`` is the sink job (fetch, transform, write), and
 the planned offset ranges. Rejects go to the dead-letter topic before the runner
 commits: a commit never covers a reject that is not durable.
 
+Rejects are written once per batch: once they are durable, the checkpoint row says so
+(``CheckpointStore.letters_durable``, fenced like the plan), and a re-run of the batch
+(a driver recovering it after a crash, or this driver's next attempt) skips them
+(:func:`letters_written`). A letter repeats only if the driver dies between the
+flush and that record (docs/dead-letters.md).
+
 Rejects reach the driver bounded: Spark cuts each key and value to what one letter
 carries (the dead-letter topic's limit, ``deadletter.fit``), and the counting job
 also sums their bytes, so many or large rejects come partition by partition rather
@@ -38,7 +44,7 @@ from typing import Any, Final, Protocol
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_job import failpoints, reader, transform
+from sluice_job import failpoints, logs, reader, transform
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
@@ -74,6 +80,19 @@ class Records(Protocol):
         ...
 
 
+class LetterMarks(Protocol):
+    def letters_durable(self, batch: Batch) -> None:
+        """Record that the dead letters of planned ``batch`` are durable
+        (``CheckpointStore.letters_durable``), or raise."""
+
+
+def letters_written(batch: Batch, marked: int | None) -> bool:
+    """Whether the dead letters of ``batch`` are already durable (a pure function):
+    its checkpoint row said so when it was recovered, or this executor recorded it
+    (``marked``: the last batch id it did) in an earlier attempt."""
+    return batch.letters_durable or marked == batch.batch_id
+
+
 @dataclass(frozen=True)
 class KafkaRecords:
     spark: SparkSession
@@ -103,6 +122,9 @@ class SparkExecutor:
     options: Mapping[str, Any]
     sink: Sink
     dead_letters: DeadLetters
+    marks: LetterMarks
+    _marked: int | None = field(init=False, default=None)
+    """The last batch whose letters this executor made durable and recorded so."""
     _counter: ThreadPoolExecutor = field(
         init=False, default_factory=lambda: ThreadPoolExecutor(1, "sluice-rejects")
     )
@@ -122,7 +144,7 @@ class SparkExecutor:
             else cut(result.rejects, self.dead_letters.payload_budget)
         )
         if rejects is not None and self.dead_letters.refuses:
-            self._dead_letter(rejects, *measure(rejects), batch.batch_id)
+            self._dead_letter(rejects, *measure(rejects), batch)
         elif rejects is not None:
             counted = self._counter.submit(measure, rejects)
         try:
@@ -134,7 +156,7 @@ class SparkExecutor:
         rejected, size = counted.result() if counted is not None else (0, 0)
         wrote = clock.lap()
         if rejects is not None:
-            self._dead_letter(rejects, rejected, size, batch.batch_id)
+            self._dead_letter(rejects, rejected, size, batch)
         dead_lettered = clock.lap()
         return PhaseTimes(
             read=read,
@@ -146,10 +168,20 @@ class SparkExecutor:
             dead_letter=dead_lettered,
         )
 
-    def _dead_letter(self, rejects: DataFrame, count: int, size: int, batch_id: int) -> None:
-        if count:
-            described = (self.records.describe(r) for r in _rejects(rejects, count, size))
-            self.dead_letters.write(described, batch_id=batch_id, count=count)
+    def _dead_letter(self, rejects: DataFrame, count: int, size: int, batch: Batch) -> None:
+        if not count:
+            return
+        if letters_written(batch, self._marked):
+            logs.event(
+                "dead letters of this batch already durable: not written again",
+                batch_id=batch.batch_id,
+                rejected=count,
+            )
+            return
+        described = (self.records.describe(r) for r in _rejects(rejects, count, size))
+        self.dead_letters.write(described, batch_id=batch.batch_id, count=count)
+        self.marks.letters_durable(batch)
+        self._marked = batch.batch_id
 
     def _write(self, output: DataFrame, version: int) -> int:
         """Rows written; counted by the sink, or else by one more evaluation."""

@@ -12,18 +12,20 @@ of what: by exception type name along the chain, and by text for errors that cro
 the JVM (a Spark task's Python traceback arrives as text). Anything else is a real
 failure and ends the driver as before. :func:`through_outages` runs one step of the
 driver again and again through an outage, telling an observer (the metrics) when a
-dependency goes away and when it is back.
+dependency goes away and when it is back; a wait that no batch in flight depends on
+ends when the driver is asked to stop (``stopping``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
 
-from sluice_job import logs
+from sluice_job import logs, stopping
 
 T = TypeVar("T")
 
@@ -120,12 +122,20 @@ def through_outages(
     watcher: Watcher,
     *,
     backoff: Backoff = Backoff(),
-    pause: Callable[[float], None] = time.sleep,
+    pause: Callable[[float], object] | None = None,
+    stop: threading.Event | None = None,
 ) -> T:
     """``call()``, again after each outage of a dependency until it succeeds; any
-    other exception propagates at once. ``step`` names what is retried in the log."""
+    other exception propagates at once. ``step`` names what is retried in the log.
+    With ``stop`` (a step no batch in flight depends on), a stop requested before an
+    attempt raises ``stopping.StopRequestedError``, and cuts the wait between two short;
+    ``pause`` (tests pass a fake) waits on ``stop``, else sleeps."""
+    if pause is None:
+        pause = stop.wait if stop is not None else time.sleep
     attempt, waiting_for = 0, ""
     while True:
+        if stop is not None:
+            stopping.check(stop, step)
         try:
             result = call()
         except Exception as err:
@@ -151,3 +161,26 @@ def through_outages(
             watcher.dependency(waiting_for, available=True)
             logs.event("dependency back", dependency=waiting_for, step=step, attempts=attempt)
         return result
+
+
+def best_effort(step: str, call: Callable[[], object], watcher: Watcher) -> bool:
+    """``call()`` once, for a step a stopping driver may leave undone (its release):
+    whether it was done. An outage is logged and told to ``watcher``, not waited out,
+    since nothing waits on it: any other exception propagates."""
+    try:
+        call()
+    except Exception as err:
+        dependency = dependency_of(err)
+        if dependency is None:
+            raise
+        detail = str(err)[:DETAIL_LIMIT]
+        watcher.dependency(dependency, available=False, detail=detail)
+        logs.event(
+            "dependency unavailable: left undone",
+            level=30,
+            dependency=dependency,
+            step=step,
+            message=detail,
+        )
+        return False
+    return True

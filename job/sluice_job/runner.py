@@ -3,7 +3,8 @@
     claim(epoch) -> report it and the lag -> apply an offset reset, if asked
     -> recover a planned batch -> loop:
         plan (pure) -> write the plan ahead -> read, transform, write -> commit
-    on stop: finish the batch in flight, commit, release
+    on stop: finish the batch in flight, commit, release; with none in flight,
+    stop at once and begin none (``stopping``)
 
 One batch is in flight at a time; any failure ends the loop before another batch is
 planned (fail-fast), so nothing is committed past a failed batch. The runner holds
@@ -30,7 +31,7 @@ from functools import partial
 from typing import TypeVar
 
 from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
-from sluice_job import announce, logs, offsets, outages, reset, write_order
+from sluice_job import announce, logs, offsets, outages, reset, stopping, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, attempted, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint
@@ -75,6 +76,8 @@ class Progress:
     batches: int = 0
     records: int = 0
     skipped: int = 0
+    gate: stopping.BatchGate = field(default_factory=stopping.BatchGate)
+    """The batch in flight, and whether a stop lets another begin."""
 
     def resume(self, checkpoint: Checkpoint) -> None:
         """Where a driver starts: the claimed checkpoint."""
@@ -108,8 +111,9 @@ class Runner:
     """Times batches (seconds); tests pass a fake."""
     wall: Callable[[], float] = time.time
     """The wall clock that batch versions follow (``write_order``); tests pass a fake."""
-    pause: Callable[[float], None] = time.sleep
-    """Waits between attempts through a dependency outage; tests pass a fake."""
+    pause: Callable[[float], None] | None = None
+    """Waits between attempts through a dependency outage; tests pass a fake.
+    ``None``: sleeps, or between batches waits on ``stop`` (which cuts it short)."""
     batch_timeout: float | None = None
     """Seconds one attempt of a batch may take before ``on_timeout`` is called."""
     on_timeout: Callable[[int, float], None] | None = None
@@ -132,7 +136,9 @@ class Runner:
         self._estimate = Estimate(min(first, self.policy.max_records_per_partition))
 
     def run(self) -> None:
-        """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
+        """Until ``stop`` is set; raises on any failure (nothing then is committed).
+        A stop with no batch in flight ends it at once: before the claim it raises
+        ``StopRequestedError`` (nothing claimed), after it the driver releases."""
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
         checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
@@ -144,16 +150,19 @@ class Runner:
             batch_id=checkpoint.batch_id,
             offsets=offsets.to_json(checkpoint.positions),
         )
-        self._marks = self._retrying("kafka", lambda: self.watermarks.fetch(self.topics))
-        self._report_lag(self._marks)
-        watch = self._watch()
+        watch = None
         try:
+            self._marks = self._retrying("kafka", lambda: self.watermarks.fetch(self.topics))
+            self._report_lag(self._marks)
+            watch = self._watch()
             self._loop(checkpoint)
+        except stopping.StopRequestedError as stopped:
+            logs.event("stopped with no batch in flight", left_undone=stopped.step)
         finally:
             if watch is not None:
                 watch.close()
-        self._retrying("release", self._store.release)
-        logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
+        if outages.best_effort("release", self._store.release, self.observer):
+            logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
     def _loop(self, checkpoint: Checkpoint) -> None:
         if self.offset_reset is not None and self.offset_reset.id not in checkpoint.resets:
@@ -220,12 +229,19 @@ class Runner:
 
     def _retrying(self, step: str, call: Callable[[], T]) -> T:
         """``call``, run again through outages of Cassandra, Kafka or Datastore: the
-        driver keeps its epoch and its batch and waits (``outages``)."""
-        return outages.through_outages(step, call, self.observer, pause=self.pause)
+        driver keeps its epoch and its batch and waits (``outages``), until a stop:
+        no batch is in flight meanwhile (``stopping``)."""
+        return outages.through_outages(step, call, self.observer, pause=self.pause, stop=self.stop)
 
     def _run_batch(self, batch: Batch, *, planned_ahead: bool) -> None:
+        """Batch ``batch`` to its commit, unless a stop came first (``StopRequestedError``)."""
+        if self.stop.is_set() or not self.progress.gate.begin(batch.batch_id):
+            raise stopping.StopRequestedError(f"batch {batch.batch_id}")
         attempt = partial(self._execute_and_commit, batch, planned_ahead=planned_ahead)
-        attempted(batch.batch_id, attempt, self.observer, self.pause)
+        try:
+            attempted(batch.batch_id, attempt, self.observer, self.pause or time.sleep)
+        finally:
+            self.progress.gate.end()
 
     def _execute_and_commit(self, batch: Batch, *, planned_ahead: bool) -> None:
         with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):

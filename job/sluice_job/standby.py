@@ -51,7 +51,7 @@ from typing import Any, Final, Protocol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_job import execute, keys, logs, metrics, outages, reader, transform
+from sluice_job import execute, keys, logs, metrics, outages, reader, stopping, transform
 from sluice_job.checkpoint import Checkpoint
 from sluice_job.deadletter import NoDeadLetters
 from sluice_job.execute import Sink
@@ -296,12 +296,20 @@ def get_ready(
     store: CheckpointReader,
     reject_budget: int = NoDeadLetters.payload_budget,
     lows: Callable[[], Mapping[TopicPartition, int]] = dict,
+    stop: threading.Event | None = None,
 ) -> Callable[[], int]:
     """Check, warm up (:data:`WARM_UP_RUNS` times), say ready (``sluice_standby_ready``
     1); returns the warm-up, which a hot standby runs again while it waits. ``lows``:
-    each partition's oldest retained offset (the watermarks)."""
+    each partition's oldest retained offset (the watermarks). A ``stop`` ends it
+    between two steps (``stopping.StopRequestedError``): the standby holds nothing yet."""
     started = time.monotonic()
-    check(empty_records(spark), function, options, sink)
+    stop = stop or threading.Event()
+    stopping.check(stop, "the transform check")
+    try:
+        check(empty_records(spark), function, options, sink)
+    except StandbyCheckError:
+        stopping.check(stop, "the transform check")  # cancelled by the stop, not failed
+        raise
 
     def warm() -> int:
         positions = store.load().positions
@@ -309,7 +317,11 @@ def get_ready(
             spark, kafka_config, positions, function, options, sink, reject_budget, lows
         )
 
-    warmed = [warm() for _ in range(WARM_UP_RUNS)][-1]
+    warmed = 0
+    for _ in range(WARM_UP_RUNS):
+        stopping.check(stop, "the standby's warm-up")
+        warmed = warm()
+    stopping.check(stop, "the standby's warm-up")
     metrics.STANDBY_READY.labels(pipeline).set(1)
     seconds = round(time.monotonic() - started, 3)
     logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)

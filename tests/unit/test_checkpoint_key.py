@@ -75,12 +75,13 @@ def test_a_current_keyspace_needs_no_ddl_so_its_role_needs_no_create_or_alter() 
         "batches": {"pipeline", "lost", "reset"},
         "claims": {"pipeline"},
     }
-    # A keyspace made before cluster ids: only the two new columns are added.
+    # A keyspace made before cluster ids: only the columns added since are added.
     assert checkpoint_schema.missing("ks", created) == [
         "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS adopted_by text",
         "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS adopted_from text",
+        "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS letters_durable bigint",
     ]
-    created["checkpoints"] |= {"adopted_by", "adopted_from"}
+    created["checkpoints"] |= {"adopted_by", "adopted_from", "letters_durable"}
     assert checkpoint_schema.missing("ks", created) == []
     # A Kafka pipeline never asks for the Pub/Sub source's tables; a Pub/Sub one does.
     pubsub = checkpoint_schema.missing("ks", created, pubsub=True)

@@ -12,6 +12,7 @@ the session; on the old code this test saw them first."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -65,7 +66,7 @@ def test_the_spark_session_starts_before_the_dead_letter_publisher_and_the_sink(
         mock.patch.object(spark, "session", record("spark session", LaunchedError())),
         pytest.raises(LaunchedError),
     ):
-        driver._run(cfg, mock.Mock(), Progress())
+        driver._run(cfg, threading.Event(), Progress())
     assert "spark session" in order
     assert "dead letters" not in order
     assert "sink" not in order

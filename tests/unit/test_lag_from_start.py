@@ -130,6 +130,17 @@ class Lags(NoObserver):
 
 
 @dataclass
+class StopAtLag(Lags):
+    """Stops the driver once it reported a lag (SIGTERM then)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def lag(self, marks: Mapping[TopicPartition, Watermarks], positions: Positions) -> None:
+        super().lag(marks, positions)
+        self.stop.set()
+
+
+@dataclass
 class Stuck:
     """The first batch runs until ``release`` is set, as a first batch whose sink
     waits out an outage, or whose Spark takes minutes to start; the driver stops after
@@ -205,8 +216,8 @@ def test_while_the_first_batch_runs_lag_follows_the_end_offsets() -> None:
 
 def test_a_pipeline_starting_at_latest_reports_no_lag_for_what_it_will_not_read() -> None:
     kafka = Kafka({TP0: Watermarks(0, 5_000)})
-    loop, lags, _executor, _ = driver(Checkpoint(0, {}, 0, None, "", False), kafka, LATEST)
-    loop.stop.set()  # claim, report, release
+    loop, _lags, _executor, _ = driver(Checkpoint(0, {}, 0, None, "", False), kafka, LATEST)
+    lags = loop.observer = StopAtLag(stop=loop.stop)  # claim, report, release
     loop.run()
     assert lags.seen
     assert lags.seen[0] == 0

@@ -56,8 +56,14 @@ class FakeStore:
 class FakeWatermarks:
     marks: dict[TopicPartition, Watermarks]
     times: dict[int, dict[TopicPartition, int | None]] = field(default_factory=dict)
+    stop_at: tuple[threading.Event, int] | None = None
+    """Set the event at the n-th look, and on (SIGTERM while the driver runs)."""
+    looks: int = 0
 
     def fetch(self, topics: Sequence[str]) -> dict[TopicPartition, Watermarks]:
+        self.looks += 1
+        if self.stop_at is not None and self.looks >= self.stop_at[1]:
+            self.stop_at[0].set()
         return dict(self.marks)
 
     def at_time(self, topics: Sequence[str], millis: int) -> dict[TopicPartition, int | None]:
@@ -143,8 +149,8 @@ def test_fenced_commit_stops_the_loop_without_release() -> None:
 def test_stop_before_any_data_releases_cleanly() -> None:
     store = FakeStore()
     loop = runner(store, {TP0: Watermarks(0, 0)})
-    loop.stop.set()
-    loop.run()
+    loop.watermarks = FakeWatermarks({TP0: Watermarks(0, 0)}, stop_at=(loop.stop, 2))
+    loop.run()  # claimed, looked once for data, stopped
     assert store.committed == []
     assert store.released
 
@@ -439,7 +445,7 @@ def test_an_offset_reset_already_applied_is_not_applied_again() -> None:
     store = FakeStore(checkpoint)
     loop = runner(store, marks)
     loop.offset_reset = OffsetReset.model_validate({"id": "r1", "to": "Earliest"})
-    loop.stop.set()
+    loop.watermarks = FakeWatermarks(marks, stop_at=(loop.stop, 2))  # at the first plan
     loop.run()
     assert store.resets == []
     assert loop.progress.positions == {TP0: 10}

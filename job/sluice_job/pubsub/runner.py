@@ -5,7 +5,8 @@ commit -> acknowledge, one batch at a time (``docs/pubsub.md``).
         pull a bounded batch (leases renewed from now on) -> drop repeats ->
         spool its messages, plan it (LWT), record its message ids ->
         read, transform, write -> commit (LWT) -> acknowledge
-    on stop: finish the batch in flight, commit, acknowledge, give the rest back
+    on stop: finish the batch in flight, commit, acknowledge, give the rest back;
+    with none in flight, stop at once and begin none (``stopping``)
 
 The order is the promise. A message is acknowledged only after the commit that
 covers its output (or its dead letter) applied, and a fenced driver's commit raises
@@ -32,7 +33,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
-from sluice_job import announce, logs, outages, write_order
+from sluice_job import announce, logs, outages, stopping, write_order
 from sluice_job.batch import BatchRun, StepTimes, attempted, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, TopicPartition
@@ -112,7 +113,8 @@ class PubSubRunner:
     pubsub_observer: PubSubObserver = field(default_factory=NoPubSubObserver)
     clock: Callable[[], float] = time.perf_counter
     wall: Callable[[], float] = time.time
-    pause: Callable[[float], None] = time.sleep
+    pause: Callable[[float], None] | None = None
+    """``None``: sleeps, or between batches waits on ``stop`` (``Runner.pause``)."""
     batch_timeout: float | None = None
     on_timeout: Callable[[int, float], None] | None = None
     _waiting: list[Message] = field(init=False, default_factory=list)
@@ -133,7 +135,9 @@ class PubSubRunner:
         return TopicPartition(self.subscription_id, 0)
 
     def run(self) -> None:
-        """Until ``stop`` is set; raises on any failure (nothing then is committed)."""
+        """Until ``stop`` is set; raises on any failure (nothing then is committed).
+        A stop with no batch in flight ends it at once: before the claim it raises
+        ``StopRequestedError`` (nothing claimed), after it the driver releases."""
         self._store = announce.AnnouncingStore(self.store)
         self._executor = announce.AnnouncingExecutor(self.executor)
         self._times = StepTimes(self.clock)
@@ -142,17 +146,20 @@ class PubSubRunner:
         try:
             checkpoint = self._retrying("claim", lambda: self._store.claim(self.epoch))
             self._claimed(checkpoint)
-            if checkpoint.planned is not None:
-                self._recover(checkpoint.planned)
-            self._loop()
-            self._retrying("acknowledge repeats", self._ack_repeats_if_owner)
+            try:
+                if checkpoint.planned is not None:
+                    self._recover(checkpoint.planned)
+                self._loop()
+            except stopping.StopRequestedError as stopped:
+                logs.event("stopped with no batch in flight", left_undone=stopped.step)
+            outages.best_effort("acknowledge repeats", self._ack_repeats_if_owner, self.observer)
             clean = True
         finally:
             # Stopping cleanly, give back what no batch took; failing, let the leases
             # run out (the next driver gets the messages then, and recognises repeats).
             self.leases.close(give_back=clean)
-        self._retrying("release", self._store.release)
-        logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
+        if outages.best_effort("release", self._store.release, self.observer):
+            logs.event("released", epoch=self.epoch, batch_id=self.progress.batch_id)
 
     def _claimed(self, checkpoint: Checkpoint) -> None:
         self.progress.resume(checkpoint)
@@ -245,9 +252,16 @@ class PubSubRunner:
             logs.event("repeats", redelivered=len(sorted_.repeats), deduplicated=deduplicated)
 
     def _run_batch(self, batch: Batch, messages: Sequence[Message], *, planned_ahead: bool) -> None:
-        attempt = partial(self._attempt, batch, messages, planned_ahead=planned_ahead)
-        attempted(batch.batch_id, attempt, self.observer, self.pause)
-        self._acknowledge(batch, messages)
+        """Batch ``batch`` to its acknowledgement, unless a stop came first
+        (``StopRequestedError``: its messages are given back, or stay in the spool)."""
+        if self.stop.is_set() or not self.progress.gate.begin(batch.batch_id):
+            raise stopping.StopRequestedError(f"batch {batch.batch_id}")
+        try:
+            attempt = partial(self._attempt, batch, messages, planned_ahead=planned_ahead)
+            attempted(batch.batch_id, attempt, self.observer, self.pause or time.sleep)
+            self._acknowledge(batch, messages)
+        finally:
+            self.progress.gate.end()
 
     def _attempt(self, batch: Batch, messages: Sequence[Message], *, planned_ahead: bool) -> None:
         with deadline(batch.batch_id, self.batch_timeout, self.on_timeout):
@@ -331,4 +345,4 @@ class PubSubRunner:
         self.pubsub_observer.held(len(held), oldest_age(held, datetime.now(UTC)))
 
     def _retrying(self, step: str, call: Callable[[], T]) -> T:
-        return outages.through_outages(step, call, self.observer, pause=self.pause)
+        return outages.through_outages(step, call, self.observer, pause=self.pause, stop=self.stop)

@@ -1,0 +1,174 @@
+"""Dead letters written once per batch (issue 43, item 4): the decision to skip a
+re-run's letters, the executor's order (write, then record, then skip on a re-run),
+and the checkpoint row's marker as a recovered batch reads it. The same executor
+writes letters to Kafka and to Pub/Sub, so this holds for both destinations; the end
+to end test is tests/integration/test_driver_dead_letters_recovery.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from pyspark.sql import DataFrame, Row
+
+from sluice_job import checkpoint
+from sluice_job.checkpoint import Batch, CheckpointStore
+from sluice_job.deadletter import DeadLetterUnavailableError, Reject
+from sluice_job.execute import KafkaRecords, SparkExecutor, letters_written
+from sluice_job.offsets import OffsetRange, TopicPartition
+
+pytestmark = pytest.mark.unit
+
+TP = TopicPartition("events", 0)
+BATCH = Batch(5, (OffsetRange(TP, 100, 200),), {TP: 200}, version=7)
+
+
+def test_a_batch_recovered_with_the_marker_or_already_recorded_here_skips_its_letters() -> None:
+    assert not letters_written(BATCH, None)  # a first run writes them
+    assert letters_written(dataclasses.replace(BATCH, letters_durable=True), None)
+    assert letters_written(BATCH, 5)  # this driver's next attempt of the same batch
+    # The next plan never inherits the marker of the batch before it.
+    assert not letters_written(dataclasses.replace(BATCH, batch_id=6), 5)
+
+
+def test_the_marker_does_not_change_what_a_batch_is() -> None:
+    # The plan's landed check and the commit's "already committed" check compare
+    # batches: a recovered batch with the marker is still the planned batch.
+    assert dataclasses.replace(BATCH, letters_durable=True) == BATCH
+
+
+@dataclass
+class FakeLetters:
+    """A dead-letter destination: counts what it was asked to write; ``fail`` raises."""
+
+    refuses: bool = False
+    payload_budget: int = 1000
+    fail: bool = False
+    written: list[tuple[int, int]] = field(default_factory=list)
+
+    def write(self, rejects: Iterable[Reject], *, batch_id: int, count: int) -> None:
+        letters = list(rejects)
+        if self.fail:
+            raise DeadLetterUnavailableError("brokers did not confirm")
+        self.written.append((batch_id, len(letters)))
+
+
+@dataclass
+class FakeMarks:
+    marked: list[int] = field(default_factory=list)
+
+    def letters_durable(self, batch: Batch) -> None:
+        self.marked.append(batch.batch_id)
+
+
+@dataclass
+class FakeRejects:
+    rows: list[Row]
+
+    def collect(self) -> list[Row]:
+        return self.rows
+
+
+def _rejects(n: int) -> DataFrame:
+    rows = [
+        Row(
+            key=b"k",
+            value=b"{",
+            topic="events",
+            partition=0,
+            offset=100 + i,
+            reason="malformed JSON",
+            key_size=1,
+            value_size=1,
+        )
+        for i in range(n)
+    ]
+    return cast(DataFrame, FakeRejects(rows))
+
+
+def _executor(letters: FakeLetters, marks: FakeMarks) -> SparkExecutor:
+    records = KafkaRecords(cast(Any, None), {})
+    return SparkExecutor(records, cast(Any, None), {}, cast(Any, None), letters, marks)
+
+
+def test_letters_are_recorded_once_durable_and_a_second_attempt_does_not_write_them() -> None:
+    letters, marks = FakeLetters(), FakeMarks()
+    executor = _executor(letters, marks)
+    executor._dead_letter(_rejects(3), 3, 6, BATCH)
+    executor._dead_letter(_rejects(3), 3, 6, BATCH)
+    assert letters.written == [(5, 3)]
+    assert marks.marked == [5]
+
+
+def test_a_recovered_batch_whose_letters_are_durable_writes_and_records_nothing() -> None:
+    letters, marks = FakeLetters(), FakeMarks()
+    recovered = dataclasses.replace(BATCH, letters_durable=True)
+    _executor(letters, marks)._dead_letter(_rejects(3), 3, 6, recovered)
+    assert (letters.written, marks.marked) == ([], [])
+
+
+def test_letters_not_confirmed_are_not_recorded_so_the_next_attempt_writes_them() -> None:
+    letters, marks = FakeLetters(fail=True), FakeMarks()
+    executor = _executor(letters, marks)
+    with pytest.raises(DeadLetterUnavailableError):
+        executor._dead_letter(_rejects(2), 2, 4, BATCH)
+    assert marks.marked == []
+    letters.fail = False
+    executor._dead_letter(_rejects(2), 2, 4, BATCH)
+    assert (letters.written, marks.marked) == ([(5, 2)], [5])
+
+
+@dataclass
+class FakeSession:
+    """Answers the checkpoint row's load with ``row``."""
+
+    row: Any
+
+    def execute(self, statement: Any, params: Any = None) -> Any:
+        return self
+
+    def one(self) -> Any:
+        return self.row
+
+
+def _row(letters_durable: int | None) -> Any:
+    """The checkpoint row of a pipeline that committed batch 4 and planned batch 5."""
+    return SimpleNamespace(
+        format=1,
+        epoch=3,
+        owner=uuid.uuid4(),
+        batch_id=4,
+        offsets='{"events": {"0": 100}}',
+        code_version="v",
+        released=False,
+        planned_id=5,
+        planned=BATCH.to_json(),
+        write_version=6,
+        applied_resets=None,
+        letters_durable=letters_durable,
+    )
+
+
+@pytest.mark.parametrize(("marker", "durable"), [(5, True), (4, False), (None, False)])
+def test_a_planned_batch_is_read_with_its_letters_durable_only_if_the_marker_names_it(
+    marker: int | None, durable: bool
+) -> None:
+    store = CheckpointStore(cast(Any, FakeSession(_row(marker))), "ks", "c/ns/p", "v")
+    store._statements["load"] = cast(Any, "load")
+    planned = store.load().planned
+    assert planned == BATCH
+    assert planned is not None
+    assert planned.letters_durable is durable
+
+
+def test_the_marker_is_written_fenced_like_the_plan_and_only_for_the_planned_batch() -> None:
+    cql = " ".join(checkpoint.statements("ks")["letters"].split())
+    assert cql == (
+        "UPDATE ks.checkpoints SET letters_durable = ? WHERE pipeline = ? "
+        "IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?"
+    )
