@@ -139,13 +139,9 @@ def through_outages(
         try:
             result = call()
         except Exception as err:
-            dependency = dependency_of(err)
-            if dependency is None:
-                raise
+            dependency, detail = _unavailable(err, watcher)
             attempt, waiting_for = attempt + 1, dependency
             delay = backoff.delay(attempt)
-            detail = str(err)[:DETAIL_LIMIT]
-            watcher.dependency(dependency, available=False, detail=detail)
             logs.event(
                 "dependency unavailable",
                 level=30,
@@ -163,6 +159,17 @@ def through_outages(
         return result
 
 
+def _unavailable(err: Exception, watcher: Watcher) -> tuple[str, str]:
+    """The dependency ``err`` says is down and its detail, told to ``watcher``; ``err``
+    itself again if it names none."""
+    dependency = dependency_of(err)
+    if dependency is None:
+        raise err
+    detail = str(err)[:DETAIL_LIMIT]
+    watcher.dependency(dependency, available=False, detail=detail)
+    return dependency, detail
+
+
 def best_effort(step: str, call: Callable[[], object], watcher: Watcher) -> bool:
     """``call()`` once, for a step a stopping driver may leave undone (its release):
     whether it was done. An outage is logged and told to ``watcher``, not waited out,
@@ -170,11 +177,7 @@ def best_effort(step: str, call: Callable[[], object], watcher: Watcher) -> bool
     try:
         call()
     except Exception as err:
-        dependency = dependency_of(err)
-        if dependency is None:
-            raise
-        detail = str(err)[:DETAIL_LIMIT]
-        watcher.dependency(dependency, available=False, detail=detail)
+        dependency, detail = _unavailable(err, watcher)
         logs.event(
             "dependency unavailable: left undone",
             level=30,
