@@ -125,7 +125,7 @@ test-e2e: provision
 # The long tests `make test` leaves out to stay within CI's time (listed with their
 # cost in tests/conftest.py, LONG; their faults are also in shorter tests of the
 # suite): five e2e scenarios (executors, hot standby, warm handover, a partition, the
-# upgrade with the operator killed: 19 of the e2e suite's 30 minutes here) and five
+# upgrade with the operator killed: 19 of the e2e suite's 30 minutes here) and six
 # integration tests.
 test-long: provision images
 	$(BIN)/pytest -m long

@@ -54,6 +54,7 @@ LONG: Final = {
     "tests/integration/test_driver_retention.py": "records deleted by retention: 81 s",
     "tests/integration/test_driver_recreated_topic.py": "a topic recreated: 85 s",
     "tests/integration/test_stack_kafka.py::test_a_restarted_broker": "the dev stack's Kafka",
+    "tests/integration/test_hostile_tenant.py::test_a_thousand_hostile": "1,000 pipelines: 620 s",
 }
 """Tests ``make test`` leaves out (marked ``long``; ``make test-long`` runs them), with
 their cost on the 2-core machine (28 November 2026, C1 only): the whole suite no longer

@@ -25,7 +25,7 @@ from typing import Any
 
 import kopf
 
-from sluice_operator import bells, clusterid, naming, watched
+from sluice_operator import bells, clusterid, naming, scrapes, watched
 from sluice_operator.actions import Decision
 from sluice_operator.decide import Settings
 from sluice_operator.kube import Kube
@@ -73,6 +73,19 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     # Watch only driver pods (server-side), not every pod of the watched namespaces.
     settings.watching.label_selectors["pods"] = f"{naming.LABEL_ROLE}={naming.ROLE_DRIVER}"
+
+
+@kopf.on.startup()
+async def listen_to_drivers(**_: Any) -> None:
+    """A changed reading of a driver (``scrapes``) wakes its pipeline's loop."""
+    scrapes.READINGS.notify = functools.partial(_ring_soon, asyncio.get_running_loop())
+
+
+def _ring_soon(loop: asyncio.AbstractEventLoop, pipeline: str) -> None:
+    """From a driver exchange thread: wake ``pipeline``'s (``namespace/name``) loop,
+    whose driver's reading changed."""
+    namespace, _, name = pipeline.partition("/")
+    loop.call_soon_threadsafe(bells.ring, (namespace, name))
 
 
 # -- what the watches hold ---------------------------------------------------------

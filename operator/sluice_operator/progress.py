@@ -177,16 +177,25 @@ def scrape(
     host: str, port: int, pipeline: str, timeout: float = TIMEOUT_SECONDS
 ) -> DriverProgress | None:
     """GET ``http://host:port/metrics`` and parse it; ``None`` on any failure."""
-    text = fetch(host, port, timeout)
-    if text is None:
-        return None
-    own = relevant(text, pipeline)
+    return read(host, port, pipeline, timeout)[1]
+
+
+def read(
+    host: str, port: int, pipeline: str, timeout: float = TIMEOUT_SECONDS
+) -> tuple[scrapeget.Outcome, DriverProgress | None]:
+    """:func:`scrape`, saying how the exchange went: an answer that is not a usable
+    exposition (too many samples, a malformed line) is the driver misbehaving; one
+    without this pipeline's epoch (not claimed yet) is an answer."""
+    reply = scrapeget.get_reply(host, port, "/metrics", timeout, MAX_BYTES)
+    if reply.body is None:
+        return reply.outcome, None
+    own = relevant(reply.body.decode("utf-8", errors="replace"), pipeline)
     if own is None:
-        return None
+        return scrapeget.Outcome.MISBEHAVED, None
     try:
-        return parse(own, pipeline)
+        return reply.outcome, parse(own, pipeline)
     except (ValueError, OverflowError):  # a malformed line; a value no int can hold
-        return None
+        return scrapeget.Outcome.MISBEHAVED, None
 
 
 def fetch(host: str, port: int, timeout: float, limit: int = MAX_BYTES) -> str | None:

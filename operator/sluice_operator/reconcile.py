@@ -17,6 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +32,8 @@ from sluice_operator import (
     consent,
     envfrom,
     metrics,
-    progress,
     promote,
+    scrapes,
     unknown_fields,
 )
 from sluice_operator.actions import CreatePod, Decision, Emit, Promote, WriteStatus
@@ -108,6 +109,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
     (4xx) ends it: the refusal is recorded as a failure (``after_rejection``) instead
     of raising, which would start the next epoch at the next reconcile, and so on."""
     written = observed.status
+    stalled = False
     for action in decision.actions:
         if isinstance(action, WriteStatus):
             written = action.status
@@ -116,7 +118,8 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
                 "%s/%s %s: %s", observed.namespace, observed.name, action.reason, action.message
             )
         if isinstance(action, Promote):  # to the standby's pod, not the API server
-            promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)
+            sent = promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)
+            stalled = not sent and promote.PROMOTIONS.stalled(action.ip, builders.CONTROL_PORT)
             continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
@@ -135,6 +138,10 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
             for step in after.actions:
                 kube.apply(observed.namespace, observed.name, step, uid=observed.uid)
             return after
+    if stalled:  # its control port stalls: asking again every second helps no one
+        return replace(
+            decision, requeue_after=max(decision.requeue_after or 0, DEFAULTS.progress_seconds)
+        )
     return decision
 
 
@@ -281,9 +288,10 @@ def _drivers(
 
 
 def _progress(pipeline: str, current: PodView | None) -> DriverProgress | None:
-    """The current driver's own report, if it runs and answers."""
+    """The current driver's own report, if it runs and answered: its last reading,
+    renewed off this thread (``scrapes``), so a reconcile never waits on a driver."""
     if current is None or current.ip is None or current.phase is not PodPhase.RUNNING:
         return None
     if current.deleting:
         return None
-    return progress.scrape(current.ip, builders.METRICS_PORT, pipeline)
+    return scrapes.READINGS.latest(pipeline, current.ip, builders.METRICS_PORT)

@@ -1,7 +1,7 @@
-"""One HTTP GET to a driver, under one deadline the driver cannot stretch.
+"""One HTTP exchange with a driver, under one deadline the driver cannot stretch.
 
-The operator reads every driver's ``/metrics`` on a shared pool of reconcile
-threads, and a driver runs a tenant's image. ``http.client`` cannot bound the whole
+The operator reads every driver's ``/metrics`` and sends a hot standby its promotion
+(``promote``), and a driver runs a tenant's image. ``http.client`` cannot bound the whole
 exchange: its timeout is per socket operation, and while it reads the status line and
 headers it loops over ``100 Continue`` answers and header lines for as long as the
 server sends them (issue 38: a server answering ``100 Continue`` every 0.5 s held a
@@ -12,15 +12,17 @@ headers, and only ``200`` with an identity body counts. HTTP/1.0 is asked for, s
 well-behaved server (the driver's ``prometheus_client``) sends no chunks and closes
 the connection after the body.
 
-:func:`answer` is pure (the bytes received -> the body or ``None``); :func:`get` is
-the socket.
+:func:`answer` and :func:`status_of` are pure (the bytes received -> the body or the
+status); :func:`get`, :func:`post` and :func:`exchange` are the socket.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 import socket
 import time
+from dataclasses import dataclass
 from typing import Final
 
 HEAD_LIMIT: Final = 16 * 1024
@@ -29,23 +31,91 @@ CHUNK: Final = 64 * 1024
 STATUS: Final = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?")
 
 
+class Outcome(enum.Enum):
+    """How an exchange went, for the operator's patience with the driver
+    (``scrapes``)."""
+
+    ANSWERED = "answered"
+    """A usable answer."""
+    UNREACHABLE = "unreachable"
+    """No connection (not listening yet, gone)."""
+    MISBEHAVED = "misbehaved"
+    """Connected, then too slow, too much, or not an answer that is taken."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    outcome: Outcome
+    body: bytes | None = None
+    """A ``GET``'s body, when answered."""
+    status: int | None = None
+    """A ``POST``'s status code, when answered."""
+
+
 def get(host: str, port: int, path: str, timeout: float, limit: int) -> bytes | None:
     """The body of ``GET path`` on ``host:port``, or ``None`` if the exchange fails,
     takes longer than ``timeout`` seconds in all, answers anything but ``200`` or more
     than ``limit`` bytes."""
+    return get_reply(host, port, path, timeout, limit).body
+
+
+def get_reply(host: str, port: int, path: str, timeout: float, limit: int) -> Reply:
+    """:func:`get`, saying how it went."""
+    message = request(host, port, "GET", path)
+    connected, received = exchange(host, port, message, timeout, HEAD_LIMIT + limit)
+    body = None if received is None else answer(received, limit)
+    if body is not None:
+        return Reply(Outcome.ANSWERED, body=body)
+    return Reply(Outcome.MISBEHAVED if connected else Outcome.UNREACHABLE)
+
+
+def post(host: str, port: int, path: str, body: bytes, timeout: float) -> Reply:
+    """``POST path`` with a JSON ``body``: answered with the status code of a complete
+    answer within ``timeout`` seconds in all. Nothing of the answer beyond its status
+    line is used, and at most :data:`HEAD_LIMIT` of it read."""
+    message = request(host, port, "POST", path, body)
+    connected, received = exchange(host, port, message, timeout, HEAD_LIMIT)
+    status = None if received is None else status_of(received)
+    if status is not None:
+        return Reply(Outcome.ANSWERED, status=status)
+    return Reply(Outcome.MISBEHAVED if connected else Outcome.UNREACHABLE)
+
+
+def request(host: str, port: int, method: str, path: str, body: bytes | None = None) -> bytes:
+    """An HTTP/1.0 request: the server closes the connection after its answer."""
+    head = f"{method} {path} HTTP/1.0\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+    if body is None:
+        return (head + "Accept: text/plain\r\n\r\n").encode("ascii")
+    sized = f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    return (head + sized).encode("ascii") + body
+
+
+def exchange(
+    host: str, port: int, message: bytes, timeout: float, cap: int
+) -> tuple[bool, bytes | None]:
+    """Send ``message`` and receive the answer, all within ``timeout`` seconds:
+    whether it connected, and what it received (``None`` if the connection fails, the
+    deadline passes or the answer passes ``cap`` bytes)."""
     deadline = time.monotonic() + timeout
-    request = (
-        f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nAccept: text/plain\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode("ascii")
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError:  # refused, unreachable, timed out (TimeoutError is an OSError)
+        return False, None
+    try:
+        with sock:
             _restrict(sock, deadline)
-            sock.sendall(request)
-            received = _receive(sock, deadline, HEAD_LIMIT + limit)
-    except OSError:  # refused, reset, timed out (TimeoutError is an OSError)
-        return None
-    return None if received is None else answer(received, limit)
+            sock.sendall(message)
+            return True, _receive(sock, deadline, cap)
+    except OSError:  # reset, timed out
+        return True, None
+
+
+def status_of(data: bytes) -> int | None:
+    """The status code of an HTTP/1.x answer's status line, if it is one (a head
+    received whole or in part)."""
+    line = data.split(b"\r\n", 1)[0]
+    status = STATUS.fullmatch(line)
+    return None if status is None else int(status.group(1))
 
 
 def _receive(sock: socket.socket, deadline: float, cap: int) -> bytes | None:

@@ -25,6 +25,11 @@ from tests.support.waiting import wait_for
 ISOLATION_TAINT = "sluice.dev/isolated"
 
 
+def isolation_toleration(node: str) -> dict[str, str]:
+    """Tolerates the taint ``sluice.dev/isolated=<node>:NoSchedule`` of a test's node."""
+    return {"key": ISOLATION_TAINT, "operator": "Equal", "value": node, "effect": "NoSchedule"}
+
+
 @dataclass(frozen=True)
 class PrivateAgent:
     """A node agent process of one test, running one tainted node."""
@@ -34,12 +39,7 @@ class PrivateAgent:
     process: subprocess.Popen[bytes]
 
     def toleration(self) -> dict[str, str]:
-        return {
-            "key": ISOLATION_TAINT,
-            "operator": "Equal",
-            "value": self.node,
-            "effect": "NoSchedule",
-        }
+        return isolation_toleration(self.node)
 
 
 @contextmanager

@@ -19,10 +19,13 @@ from sluice_job.checkpoint import Checkpoint
 from sluice_job.control import Control
 from sluice_job.hot_standby import hot_turn, wait_for_promotion
 from sluice_job.standby import Turn
-from sluice_operator import builders, promote, reconcile
+from sluice_operator import builders, promote, reconcile, scrapes
 from sluice_operator.actions import Decision, Promote
+from sluice_operator.decide import DEFAULTS
 from sluice_operator.model import Phase, Status
+from sluice_operator.scrapeget import Outcome
 from tests.support.observations import observed
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -176,7 +179,7 @@ class Clock:
         return self.now
 
 
-def test_a_promotion_decided_twice_at_once_is_sent_once_and_again_after_a_while(
+def test_a_promotion_decided_twice_at_once_is_sent_once_and_never_again_once_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seen in bench.failover: the reconcile that follows the promotion's own status
@@ -184,28 +187,36 @@ def test_a_promotion_decided_twice_at_once_is_sent_once_and_again_after_a_while(
     again; that one reached the control port as the standby closed it after taking the
     first, and the operator warned "not reached" on every failover. The operator's
     reconcile (``_apply``) now sends one promotion at most every
-    ``promote.RESEND_SECONDS``; one that was lost is still sent again after that."""
+    ``promote.RESEND_SECONDS``, on the driver exchange threads, and never again once
+    the standby took it; one that was lost is sent again after that."""
     host = "127.91.17.3"  # a pod's own address, as the node agent gives each pod
     served = Control(host, builders.CONTROL_PORT, epoch=5).start()
     taken: list[bytes] = []
     take = served.take
     monkeypatch.setattr(served, "take", lambda body: (taken.append(body), take(body))[1])
     clock = Clock()
-    monkeypatch.setattr(promote, "PROMOTIONS", promote.Promotions(clock=clock))
+    promotions = promote.Promotions(exchanges=scrapes.Exchanges(), clock=clock)
+    monkeypatch.setattr(promote, "PROMOTIONS", promotions)
     decision = Decision((Promote("kpis-driver-5", host, 5),))
     observation = observed(Status(phase=Phase.RUNNING, epoch=5, driver_pod="kpis-driver-5"))
     try:
         reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
         clock.now += 0.02
         reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
-        assert len(taken) == 1
-        assert served.promoted.is_set()
-
+        wait_for(served.promoted.is_set, timeout=10, what="the promotion taken")
+        wait_for(lambda: promotions.taken(host, builders.CONTROL_PORT, 5), timeout=10, what="taken")
         clock.now += promote.RESEND_SECONDS
         reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
-        assert len(taken) == 2
+        assert len(taken) == 1
     finally:
         served.close()
+
+    lost = ("127.91.17.4", builders.CONTROL_PORT, 6)  # nothing listens: not reached
+    assert promotions.promote(*lost)
+    wait_for(lambda: not promotions.exchanges.busy(), timeout=10, what="the send done")
+    assert not promotions.promote(*lost)  # too soon
+    clock.now += promote.RESEND_SECONDS
+    assert promotions.promote(*lost)
 
 
 class FakeKube:
@@ -213,3 +224,28 @@ class FakeKube:
 
     def apply(self, *args: object, **kwargs: object) -> None:
         raise AssertionError("a promotion went to the API server")
+
+
+def test_a_standby_whose_control_port_stalls_is_not_asked_every_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38, finding 1: a driver that says it is a promoted standby still waiting
+    (its own ``/metrics``: a tenant's code) and whose control port never answers made
+    the operator reconcile its pipeline every second (``PROMOTE_RETRY_SECONDS``), each
+    time sending the promotion again: 250 such drivers alone were 250 reconciles a
+    second. Once its port is backed off (``scrapes``), the pipeline is looked at again
+    no sooner than every ``progress_seconds``."""
+    exchanges = scrapes.Exchanges()
+    promotions = promote.Promotions(exchanges=exchanges)
+    monkeypatch.setattr(promote, "PROMOTIONS", promotions)
+    host = "127.91.17.5"
+    endpoint = scrapes.endpoint(host, builders.CONTROL_PORT)
+    exchanges.submit(("stall",), endpoint, 1.0, lambda: Outcome.MISBEHAVED)
+    wait_for(lambda: exchanges.suspect(endpoint), timeout=10, what="the port backed off")
+    decision = Decision((Promote("kpis-driver-5", host, 5),), requeue_after=1.0)
+    observation = observed(Status(phase=Phase.RUNNING, epoch=5, driver_pod="kpis-driver-5"))
+
+    applied = reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+
+    assert applied.requeue_after == DEFAULTS.progress_seconds
+    assert applied.actions == decision.actions

@@ -1,0 +1,158 @@
+"""Drivers read off the reconcile threads (``scrapes``): a reconcile takes the last
+reading and never waits; a driver that stalls an exchange is asked again later, after
+every driver that answers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from sluice_operator import scrapes
+from sluice_operator.progress import DriverProgress
+from sluice_operator.scrapeget import Outcome
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.unit
+
+PIPELINE = "ns/kpis"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def report(batch: int) -> DriverProgress:
+    return DriverProgress(epoch=3, batch_id=batch, committed_at=None, lag=0)
+
+
+def idle(exchanges: scrapes.Exchanges) -> None:
+    wait_for(lambda: not exchanges.busy(), timeout=10, what="the exchanges done")
+
+
+def test_a_reconcile_gets_the_last_reading_and_a_new_one_when_it_is_old() -> None:
+    clock = Clock()
+    answers = [report(1), report(1), report(2)]
+    reads: list[tuple[str, int, str]] = []
+
+    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
+        reads.append((host, port, pipeline))
+        return Outcome.ANSWERED, answers[len(reads) - 1]
+
+    exchanges = scrapes.Exchanges(clock=clock)
+    readings = scrapes.Readings(exchanges, read, clock=clock)
+    rung: list[str] = []
+    readings.notify = rung.append
+
+    assert readings.latest(PIPELINE, "127.1.2.3", 8090) is None  # none yet: not waited for
+    idle(exchanges)
+    assert reads == [("127.1.2.3", 8090, PIPELINE)]
+    assert rung == [PIPELINE]  # news: the pipeline's loop is woken
+    assert readings.latest(PIPELINE, "127.1.2.3", 8090) == report(1)
+    idle(exchanges)
+    assert len(reads) == 1  # fresh: not read again
+
+    clock.advance(scrapes.FRESH_SECONDS)
+    assert readings.latest(PIPELINE, "127.1.2.3", 8090) == report(1)
+    idle(exchanges)
+    assert len(reads) == 2
+    assert rung == [PIPELINE]  # the same answer: nobody woken
+    clock.advance(scrapes.FRESH_SECONDS)
+    readings.latest(PIPELINE, "127.1.2.3", 8090)
+    idle(exchanges)
+    assert rung == [PIPELINE, PIPELINE]
+    assert readings.latest(PIPELINE, "127.1.2.3", 8090) == report(2)
+
+
+def slow(clock: Clock, seconds: float, outcome: Outcome) -> Callable[[], Outcome]:
+    def work() -> Outcome:
+        clock.advance(seconds)
+        return outcome
+
+    return work
+
+
+def test_a_driver_that_misbehaves_is_backed_off_doubling_and_forgiven_when_it_answers() -> None:
+    clock = Clock()
+    exchanges = scrapes.Exchanges(clock=clock)
+    host, timeout = "127.4.5.6", 1.0
+    base = scrapes.BACKOFF_BASE_SECONDS
+
+    def settle(seconds: float, outcome: Outcome) -> None:
+        assert exchanges.submit(("m", host), host, timeout, slow(clock, seconds, outcome))
+        idle(exchanges)
+
+    settle(0.1, Outcome.UNREACHABLE)
+    assert not exchanges.suspect(host)  # refused at once: starting, not suspect
+    settle(0.6, Outcome.UNREACHABLE)  # never accepted within half the deadline
+    assert exchanges.suspect(host)
+    assert not exchanges.submit(("m", host), host, timeout, slow(clock, 0, Outcome.ANSWERED))
+    clock.advance(base * 2)
+    settle(0.01, Outcome.MISBEHAVED)  # connected, answered nothing usable: at once
+    clock.advance(base * 2)
+    assert exchanges.suspect(host)  # three times: eight times the base now
+    clock.advance(base * 6)
+    settle(0.01, Outcome.ANSWERED)
+    assert not exchanges.suspect(host)
+    settle(0.01, Outcome.MISBEHAVED)
+    clock.advance(base * 2)  # forgiven: the count began again
+    assert not exchanges.suspect(host)
+
+
+def test_one_exchange_per_driver_at_a_time_and_suspects_after_the_others() -> None:
+    clock = Clock()
+    exchanges = scrapes.Exchanges(workers=1, clock=clock)
+    gate, started = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def blocked() -> Outcome:
+        started.set()
+        gate.wait(10)
+        return Outcome.ANSWERED
+
+    def note(
+        name: str, outcome: Outcome = Outcome.ANSWERED, took: float = 0.0
+    ) -> Callable[[], Outcome]:
+        def work() -> Outcome:
+            order.append(name)
+            clock.advance(took)
+            return outcome
+
+        return work
+
+    exchanges.submit(("m", "bad"), "bad", 1.0, note("bad", Outcome.MISBEHAVED))
+    idle(exchanges)
+    clock.advance(scrapes.BACKOFF_CAP_SECONDS)  # its back-off over, still suspect
+    order.clear()
+
+    exchanges.submit(("m", "busy"), "busy", 1.0, blocked)
+    started.wait(10)
+    assert exchanges.submit(("m", "bad"), "bad", 1.0, note("bad"))
+    assert exchanges.submit(("m", "good"), "good", 1.0, note("good"))
+    assert not exchanges.submit(("m", "good"), "good", 1.0, note("good again"))
+    gate.set()
+    idle(exchanges)
+    assert order == ["good", "bad"]
+
+
+def test_an_exchange_that_raises_leaves_the_workers_serving() -> None:
+    exchanges = scrapes.Exchanges(workers=1)
+
+    def broken() -> Outcome:
+        raise RuntimeError("a bug")
+
+    exchanges.submit(("m", "a"), "a", 1.0, broken)
+    done = threading.Event()
+    exchanges.submit(("m", "b"), "b", 1.0, lambda: done.set() or Outcome.ANSWERED)
+    assert done.wait(10)
