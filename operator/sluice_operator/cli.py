@@ -174,12 +174,15 @@ def _listed(text: str) -> tuple[str, ...]:
 
 def configure_logging(level: int, stream: TextIO | None = None) -> None:
     """Every logger (the operator's and kopf's) writes JSON lines to stderr, in the
-    driver's format (``sluice_api.logformat``)."""
+    driver's format (``sluice_api.logformat``). kopf's own info lines (a handler
+    succeeded, for every pod and pipeline event) are framework chatter: written only
+    at debug (``--verbose``); its warnings and errors always."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.getLogger("kopf").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

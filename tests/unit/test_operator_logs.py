@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Callable
 
 import pytest
 
@@ -37,3 +38,38 @@ def test_the_operator_and_kopf_log_json_lines_like_the_driver() -> None:
     assert lines[1]["a"] == 1
     assert "RuntimeError: boom" in lines[2]["error"]
     assert all(e["ts"].endswith("+00:00") for e in lines)
+
+
+def logged(level: int, emit: Callable[[], None]) -> list[tuple[str, str]]:
+    out = io.StringIO()
+    root, kopf = logging.getLogger(), logging.getLogger("kopf")
+    saved = (root.handlers[:], root.level, kopf.level)
+    try:
+        configure_logging(level, out)
+        emit()
+    finally:
+        root.handlers[:], _, _ = saved
+        root.setLevel(saved[1])
+        kopf.setLevel(saved[2])
+    return [(e["logger"], e["event"]) for e in map(json.loads, out.getvalue().splitlines())]
+
+
+def kopf_and_operator() -> None:
+    logging.getLogger("kopf.objects").info("Handler 'on_pod' succeeded.")
+    logging.getLogger("kopf.objects").warning("Handler 'on_change' failed: conflict")
+    logging.getLogger("sluice_operator").info("created driver pod kpis-driver-2: epoch 2")
+
+
+def test_kopf_chatter_is_debug_and_its_warnings_stay() -> None:
+    """Every action of the operator is one line; the framework's chatter is not. With a
+    thousand pipelines the log held kopf's "Handler 'on_pod' succeeded." and "Handler
+    'on_pipeline' succeeded." for every pod and pipeline event, at info, burying the
+    operator's own lines; at info they are gone, its warnings stay, and ``--verbose``
+    (debug) shows them."""
+    assert logged(logging.INFO, kopf_and_operator) == [
+        ("kopf.objects", "Handler 'on_change' failed: conflict"),
+        ("sluice_operator", "created driver pod kpis-driver-2: epoch 2"),
+    ]
+    assert ("kopf.objects", "Handler 'on_pod' succeeded.") in logged(
+        logging.DEBUG, kopf_and_operator
+    )
