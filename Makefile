@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-long test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -111,13 +111,19 @@ test:
 	SLUICE_TEST_STARTED=$$started \
 	SLUICE_TEST_PROVISION_SECONDS=$$((provisioned - started)) \
 	SLUICE_TEST_LINT_SECONDS=$$((linted - provisioned)) \
-	$(BIN)/pytest -m "not long" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not long and not realnode" $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit
 
 test-integration: provision images
-	$(BIN)/pytest -m integration
+	$(BIN)/pytest -m "integration and not realnode"
+
+# Pods on real nodes: the pinned kubelet with containerd and runc, two workers in
+# network namespaces of the stack's own (sluice_dev.realnode). The session runs in
+# the stack's namespace (SLUICE_NETNS=1), so it uses a stack directory of its own.
+test-node: provision images
+	SLUICE_NETNS=1 SLUICE_STACK_DIR=$(CURDIR)/.stack-node $(BIN)/pytest -m realnode -s
 
 test-e2e: provision
 	$(BIN)/pytest -m e2e
@@ -128,7 +134,7 @@ test-e2e: provision
 # upgrade with the operator killed: 19 of the e2e suite's 30 minutes here) and six
 # integration tests.
 test-long: provision images
-	$(BIN)/pytest -m long
+	$(BIN)/pytest -m "long and not realnode"
 
 # The hostile-tenant suite (docs/security.md), with its measured times.
 test-hostile: provision

@@ -18,6 +18,7 @@ from typing import Final
 import pytest
 from hypothesis import settings
 
+from sluice_dev import netns
 from sluice_dev.paths import Layout
 
 # Property tests assert properties, not speed: Hypothesis's 200 ms deadline per example
@@ -39,6 +40,9 @@ long-running driver wants. Spark reads ``SPARK_SUBMIT_OPTS`` for the driver's JV
 
 def pytest_configure(config: pytest.Config) -> None:
     del config
+    if netns.ENABLED:
+        # Before any thread starts: setns moves the calling thread only.
+        netns.enter(Layout.from_env())
     for name in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
         os.environ.setdefault(name, JIT_C1_ONLY)
 

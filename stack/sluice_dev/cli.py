@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from sluice_dev import registry, stack
+from sluice_dev import netns, registry, stack
 from sluice_dev.artifacts import Artifact
 from sluice_dev.build import BuildError
 from sluice_dev.imagebuild import ImageBuildError
@@ -42,6 +43,8 @@ from sluice_dev.servers.base import Server
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     layout = Layout.from_env()
+    if netns.ENABLED and args.command not in _OUTSIDE:
+        netns.enter(layout)
     try:
         return int(args.run(layout, args))
     except (stack.StackError, BuildError, ImageBuildError, PodmanError) as err:
@@ -50,6 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyError as err:
         print(f"sluice-dev: {err.args[0]}", file=sys.stderr)
         return 2
+
+
+_OUTSIDE = frozenset({"provision", "images"})
+"""Commands that fetch from the package registries: they stay on the machine's
+network, never in the stack's namespace (which reaches nothing outside)."""
 
 
 def _names(items: Sequence[Artifact | Server]) -> str:
@@ -87,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="health of each server").set_defaults(run=_status)
     sub.add_parser("env", help="print export lines for clients").set_defaults(run=_env)
+
+    cmd = sub.add_parser(
+        "exec",
+        help="run a command with the clients' environment (sluice-dev env), in the "
+        "stack's network namespace when SLUICE_NETNS=1: kubectl, cqlsh, a shell",
+    )
+    cmd.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND ...")
+    cmd.set_defaults(run=_exec)
 
     cmd = sub.add_parser(
         "logs",
@@ -224,10 +240,12 @@ def _provision(layout: Layout, args: argparse.Namespace) -> int:
 def _images(layout: Layout, args: argparse.Namespace) -> int:
     from sluice_dev.oci import hostpackages, images
     from sluice_dev.oci.podman import Podman
+    from sluice_dev.realnode import binaries as realnode_binaries
 
     started = time.monotonic()
     say = functools.partial(print, flush=True)
     hostpackages.ensure(say)
+    hostpackages.ensure(say, realnode_binaries.PACKAGES, "real nodes")
     podman = Podman.for_layout(layout)
     if (why := podman.available()) is not None:
         raise stack.StackError(f"cannot build images: {why}")
@@ -271,6 +289,18 @@ def _env(layout: Layout, _args: argparse.Namespace) -> int:
     for key, value in stack.exports(layout).items():
         print(f"export {key}={shlex.quote(value)}")
     return 0
+
+
+def _exec(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev.servers import kube
+
+    command = list(args.argv)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    command = command or [os.environ.get("SHELL", "sh")]
+    tools = str(kube.kubectl(layout).parent)
+    path = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.execvpe(command[0], command, {**os.environ, **stack.exports(layout), "PATH": path})
 
 
 def _logs(layout: Layout, args: argparse.Namespace) -> int:

@@ -3,14 +3,18 @@ that the stack does not collide with servers a developer may run by hand.
 
 ``SLUICE_PORT_OFFSET`` shifts every port by the same amount, so a second stack (a
 CI rehearsal in a fresh clone, with its own ``SLUICE_STACK_DIR``) can run beside the
-first on one machine.
+first on one machine. With ``SLUICE_NETNS=1`` the stack lives in a network
+namespace of its own (:mod:`sluice_dev.netns`) and its servers listen on the
+cluster's address there, which pods of real nodes can reach, instead of loopback.
 """
 
 import os
 import socket
 from typing import Final
 
-HOST: Final = "127.0.0.1"
+from sluice_dev import netns
+
+HOST: Final = netns.ADDRESS if netns.ENABLED else "127.0.0.1"
 OFFSET: Final = int(os.environ.get("SLUICE_PORT_OFFSET", "0"))
 
 KAFKA: Final = 19092 + OFFSET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sluice_dev.artifacts import Artifact
+from sluice_dev.realnode import servers as realnode
 from sluice_dev.servers import (
     cassandra,
     cassandra_secure,
@@ -25,6 +26,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
     *kube.ARTIFACTS,
     *tools.ARTIFACTS,
     *pubsub.ARTIFACTS,
+    *realnode.ARTIFACTS,
 )
 
 # Start order: a server comes after everything it requires.
@@ -37,6 +39,7 @@ SERVERS: tuple[Server, ...] = (
     *cassandra_secure.SERVERS,
     *datastore.SERVERS,
     *pubsub.SERVERS,
+    *realnode.SERVERS,
 )
 
 

@@ -121,6 +121,8 @@ def down(layout: Layout, say: Say = print, *, purge: bool = False) -> None:
     if leftovers:
         procs.terminate(leftovers, grace=5)
         say(f"swept {len(leftovers)} leftover process(es)")
+    for server in reversed(registry.SERVERS):
+        server.cleanup(layout)
     if purge:
         for sub in ("data", "conf", "run"):
             shutil.rmtree(layout.stack / sub, ignore_errors=True)

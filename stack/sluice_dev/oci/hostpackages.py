@@ -13,19 +13,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sluice_dev.oci.podman import PodmanError
 
 PACKAGES = ("podman", "buildah", "runc", "mmdebstrap")
 
 
-def missing() -> list[str]:
-    """The packages of PACKAGES that dpkg does not have installed."""
+def missing(packages: Sequence[str] = PACKAGES) -> list[str]:
+    """The packages of ``packages`` that dpkg does not have installed."""
     if shutil.which("dpkg-query") is None:
-        return list(PACKAGES)
+        return list(packages)
     result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\n", *PACKAGES],
+        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\n", *packages],
         capture_output=True,
         text=True,
         check=False,
@@ -33,20 +33,24 @@ def missing() -> list[str]:
     installed = {
         line.split()[0] for line in result.stdout.splitlines() if line.endswith(" installed")
     }
-    return [p for p in PACKAGES if p not in installed]
+    return [p for p in packages if p not in installed]
 
 
-def ensure(say: Callable[[str], None] = print) -> list[str]:
+def ensure(
+    say: Callable[[str], None] = print,
+    packages: Sequence[str] = PACKAGES,
+    purpose: str = "the image builds",
+) -> list[str]:
     """Install what is missing; the packages installed. Raises when it cannot."""
-    needed = missing()
+    needed = missing(packages)
     if not needed:
         return []
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         raise PodmanError(
-            f"the image builds need the Debian packages {', '.join(needed)}: install them "
+            f"{purpose} need the Debian packages {', '.join(needed)}: install them "
             "as root (apt-get install " + " ".join(needed) + ")"
         )
-    say(f"installing {', '.join(needed)} (Debian packages for the image builds)")
+    say(f"installing {', '.join(needed)} (Debian packages for {purpose})")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *needed]):
         result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)

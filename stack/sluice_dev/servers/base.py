@@ -21,6 +21,9 @@ class Server:
     requires: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
     prepare: Callable[[Layout], None] = lambda _layout: None
+    cleanup: Callable[[Layout], None] = lambda _layout: None
+    """What ``down`` undoes after the processes are gone: what the server made that
+    outlives it (a real node's containers, mounts and network namespace)."""
     env: Callable[[Layout], Mapping[str, str]] = lambda _layout: {}
     exports: Callable[[Layout], Mapping[str, str]] = lambda _layout: {}
     """Environment a client of this server needs (printed by ``sluice-dev env``)."""

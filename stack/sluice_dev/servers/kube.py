@@ -86,7 +86,7 @@ ENDPOINT_CONTROLLERS = (
 """The controller-manager's controllers left off (see ``_controller_manager_argv``)."""
 
 
-def _stamps() -> dict[str, str]:
+def version_stamps() -> dict[str, str]:
     # The same stamps as hack/lib/version.sh, so that /version, `kubectl version` and
     # Helm's kubeVersion checks see the real release instead of v0.0.0-master.
     major, minor, _patch = versions.KUBERNETES.split(".")
@@ -104,7 +104,7 @@ def _stamps() -> dict[str, str]:
 BUILD = GoBuild(
     MODULE,
     tuple(f"k8s.io/kubernetes/cmd/{cmd}" for cmd in COMMANDS),
-    ldflags=tuple(stamp_flags(_stamps())),
+    ldflags=tuple(stamp_flags(version_stamps())),
 )
 ARTIFACT = go_artifact(NAME, versions.KUBERNETES, BUILD)
 ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
@@ -168,6 +168,11 @@ def node_agent_kubeconfig(layout: Layout) -> Path:
 def _pair(layout: Layout, name: str) -> pki.KeyPair:
     directory = pki_dir(layout)
     return pki.KeyPair(directory / f"{name}.crt", directory / f"{name}.key")
+
+
+def ca_cert(layout: Layout) -> Path:
+    """The stack's CA certificate: what a kubelet checks its clients against."""
+    return _ca(layout).cert
 
 
 def _ca(layout: Layout) -> pki.KeyPair:
@@ -421,6 +426,21 @@ def api_request(
             return int(response.status), response.read()
     except urllib.error.HTTPError as err:
         return err.code, err.read()
+
+
+def node_problem(layout: Layout, node: str) -> str | None:
+    """Why the Node ``node`` is not Ready in the API (``None`` when it is)."""
+    try:
+        status, body = api_request(layout, "GET", f"/api/v1/nodes/{node}")
+    except OSError as err:
+        return f"kube-apiserver unreachable ({err})"
+    if status != 200:
+        return f"node {node} not registered ({status})"
+    conditions = json.loads(body).get("status", {}).get("conditions") or []
+    ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
+    if ready != ["True"]:
+        return f"node {node} not Ready ({ready})"
+    return None
 
 
 def node_agent_binding() -> dict[str, object]:

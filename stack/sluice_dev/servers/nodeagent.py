@@ -82,16 +82,9 @@ def _probe(layout: Layout) -> str | None:
     if problem:
         return problem
     for node in NODES:
-        try:
-            status, body = kube.api_request(layout, "GET", f"/api/v1/nodes/{node}")
-        except OSError as err:
-            return f"kube-apiserver unreachable ({err})"
-        if status != 200:
-            return f"node {node} not registered ({status})"
-        conditions = json.loads(body).get("status", {}).get("conditions") or []
-        ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
-        if ready != ["True"]:
-            return f"node {node} not Ready ({ready})"
+        problem = kube.node_problem(layout, node)
+        if problem:
+            return problem
     return None
 
 

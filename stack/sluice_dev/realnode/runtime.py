@@ -1,0 +1,176 @@
+"""The I/O of a real node: its network namespace and veth, its cgroups, its files, the
+images its containerd holds, and undoing all of it.
+
+A worker's namespace is made once and kept while its kubelet and containerd come
+and go (a restarted kubelet finds its pods where they were); ``down`` removes it
+after killing what runs in the worker's cgroups and unmounting what containerd and
+the kubelet mounted under the worker's directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from sluice_dev import netns
+from sluice_dev.realnode.plan import Worker
+
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+class NodeError(RuntimeError):
+    """A real node could not be set up; the message names the step."""
+
+
+def plumb(node: Worker) -> None:
+    """The worker's namespace with ``eth0`` on the stack's bridge, its node address,
+    a default route through the stack's address, forwarding on for its pods, and the
+    stack's route to its pods. Idempotent."""
+    stack = node.stack_netns
+    if not netns.exists(stack):
+        raise NodeError(f"the stack's network namespace {stack} does not exist")
+    if netns.exists(node.netns):
+        return
+    netns.ip("netns", "add", node.netns)
+    try:
+        netns.ip("link", "set", "lo", "up", netns=node.netns)
+        netns.ip(
+            "link", "add", node.veth, "type", "veth", "peer", "name", "eth0",
+            "netns", node.netns, netns=stack,
+        )  # fmt: skip
+        netns.ip("link", "set", node.veth, "master", netns.BRIDGE, "up", netns=stack)
+        netns.ip("addr", "add", f"{node.address}/{netns.PREFIX}", "dev", "eth0", netns=node.netns)
+        netns.ip("link", "set", "eth0", "up", netns=node.netns)
+        netns.ip("route", "add", "default", "via", netns.ADDRESS, netns=node.netns)
+        netns.sysctl(node.netns, "net.ipv4.ip_forward=1")
+        netns.ip("route", "replace", node.pod_cidr, "via", node.address, netns=stack)
+    except netns.NetnsError:
+        netns.remove(node.netns)
+        raise
+
+
+def cgroup_dirs(node: Worker) -> list[Path]:
+    """The worker's ``cgroupRoot`` in every cgroup v1 hierarchy mounted here."""
+    if not CGROUPS.is_dir():
+        return []
+    return [
+        hierarchy / node.cgroup_root.lstrip("/")
+        for hierarchy in sorted(CGROUPS.iterdir())
+        if hierarchy.is_dir() and (hierarchy / "cgroup.procs").exists()
+    ]
+
+
+def make_cgroups(node: Worker) -> None:
+    """The kubelet wants its ``cgroupRoot`` to exist in every hierarchy."""
+    for directory in cgroup_dirs(node):
+        directory.mkdir(exist_ok=True)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def answers(sock: Path) -> bool:
+    """Whether a unix socket accepts a connection (containerd is serving)."""
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(2)
+        try:
+            client.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
+def ctr(node: Worker, *args: str, timeout: float = 600) -> str:
+    """``ctr`` against the worker's containerd, in the kubelet's namespace (k8s.io)."""
+    argv = ["ctr", "--address", str(node.socket), "--namespace", "k8s.io", *args]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise NodeError(f"{' '.join(argv)} failed: {result.stderr.strip()[-2000:]}")
+    return result.stdout
+
+
+def images(node: Worker) -> set[str]:
+    return set(ctr(node, "images", "list", "--quiet").split())
+
+
+def load(node: Worker, name: str, archive: Path) -> bool:
+    """Import the OCI archive of image ``name`` unless the worker has it; whether it
+    imported."""
+    if name in images(node):
+        return False
+    ctr(node, "images", "import", str(archive))
+    if name not in images(node):
+        raise NodeError(f"{archive} imported, but the worker has no image {name}")
+    return True
+
+
+def _cgroup_pids(node: Worker) -> set[int]:
+    pids: set[int] = set()
+    for directory in cgroup_dirs(node):
+        if not directory.is_dir():
+            continue
+        for procs in directory.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    return pids
+
+
+def kill_pods(node: Worker, timeout: float = 10.0) -> int:
+    """SIGKILL every process in the worker's cgroups (its containers); how many."""
+    deadline = time.monotonic() + timeout
+    killed: set[int] = set()
+    while (pids := _cgroup_pids(node)) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= pids
+        time.sleep(0.1)
+    return len(killed)
+
+
+def _mounts_under(roots: list[Path]) -> list[str]:
+    points: list[str] = []
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            point = line.split()[4].replace("\\040", " ")
+            if any(point == str(root) or point.startswith(f"{root}/") for root in roots):
+                points.append(point)
+    return points
+
+
+def unmount(node: Worker) -> None:
+    """Lazily unmount what containerd and the kubelet mounted under the worker's
+    directories (container root filesystems, volumes, shm), deepest first."""
+    for point in sorted(_mounts_under([node.data, node.run]), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
+def remove_cgroups(node: Worker) -> None:
+    for directory in cgroup_dirs(node):
+        if not directory.is_dir():
+            continue
+        for sub in sorted(directory.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if sub.is_dir():
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def tear_down(node: Worker) -> None:
+    """Undo a worker after its kubelet and containerd stopped: its containers killed,
+    its mounts gone, its cgroups and network namespace removed, its run dir emptied."""
+    kill_pods(node)
+    unmount(node)
+    remove_cgroups(node)
+    netns.remove(node.netns)
+    shutil.rmtree(node.run, ignore_errors=True)

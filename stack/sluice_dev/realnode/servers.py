@@ -1,0 +1,122 @@
+"""Real nodes as servers of the local stack: ``containerd-N`` and ``kubelet-N`` for
+each worker ``N`` (``sluice-worker-N`` in the API), both optional.
+
+``sluice-dev up kubelet-1 kubelet-2`` (with ``SLUICE_NETNS=1``, after ``make
+provision`` and ``make images``) starts two workers: each a containerd and a kubelet
+of the pinned Kubernetes in the worker's own network namespace, running pods in
+containers with runc. The kubelet authenticates as the stack's node identity (the
+node agent's: the ``system:node`` ClusterRole). Stopping a kubelet leaves its pods
+running, as on a real machine whose kubelet died; ``down`` kills them and removes
+the worker (:func:`sluice_dev.realnode.runtime.tear_down`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+
+from sluice_dev import netns
+from sluice_dev.paths import Layout
+from sluice_dev.realnode import binaries, plan, runtime
+from sluice_dev.realnode.plan import Worker
+from sluice_dev.servers import kube
+from sluice_dev.servers.base import Server
+
+
+def containerd_name(index: int) -> str:
+    return f"containerd-{index}"
+
+
+def kubelet_name(index: int) -> str:
+    return f"kubelet-{index}"
+
+
+def _require_netns() -> None:
+    if not netns.ENABLED:
+        raise runtime.NodeError(
+            "real nodes run in the stack's network namespace: set SLUICE_NETNS=1"
+        )
+
+
+def _runc() -> str:
+    found = shutil.which("runc")
+    if not found:
+        raise runtime.NodeError("runc not found: run `make images` (it installs it)")
+    return found
+
+
+def _containerd_prepare(index: int, layout: Layout) -> None:
+    _require_netns()
+    node = plan.worker(layout, index)
+    netns.ensure(layout)
+    runtime.plumb(node)
+    runtime.make_cgroups(node)
+    node.run.mkdir(parents=True, exist_ok=True)
+    runtime.write(node.conf / "containerd.toml", plan.containerd_config(node, _runc()))
+    runtime.write(node.conf / "cni" / "10-sluice.conflist", plan.cni_config(node))
+
+
+def _containerd_argv(index: int, layout: Layout) -> Sequence[str]:
+    node = plan.worker(layout, index)
+    return netns.argv_in(node.netns, ["containerd", "--config", str(node.conf / "containerd.toml")])
+
+
+def _containerd_probe(index: int, layout: Layout) -> str | None:
+    node = plan.worker(layout, index)
+    return None if runtime.answers(node.socket) else f"containerd not serving {node.socket}"
+
+
+def _kubelet_config(node: Worker, layout: Layout) -> str:
+    return plan.kubelet_config(node, kube.ca_cert(layout))
+
+
+def _kubelet_prepare(index: int, layout: Layout) -> None:
+    _require_netns()
+    node = plan.worker(layout, index)
+    runtime.load(node, plan.PAUSE_IMAGE, binaries.pause_archive(layout))
+    runtime.write(node.conf / "kubelet.json", _kubelet_config(node, layout))
+
+
+def _kubelet_argv(index: int, layout: Layout) -> Sequence[str]:
+    node = plan.worker(layout, index)
+    argv = plan.kubelet_argv(
+        node,
+        binaries.kubelet(layout),
+        node.conf / "kubelet.json",
+        kube.node_agent_kubeconfig(layout),
+    )
+    return netns.argv_in(node.netns, argv)
+
+
+def _worker_servers(index: int) -> tuple[Server, Server]:
+    def node(layout: Layout) -> Worker:
+        return plan.worker(layout, index)
+
+    containerd = Server(
+        name=containerd_name(index),
+        argv=lambda layout: _containerd_argv(index, layout),
+        probe=lambda layout: _containerd_probe(index, layout),
+        prepare=lambda layout: _containerd_prepare(index, layout),
+        cleanup=lambda layout: runtime.tear_down(node(layout)),
+        start_timeout=60.0,
+        stop_grace=10.0,
+        optional=True,
+    )
+    kubelet = Server(
+        name=kubelet_name(index),
+        argv=lambda layout: _kubelet_argv(index, layout),
+        probe=lambda layout: kube.node_problem(layout, node(layout).name),
+        requires=(containerd.name, kube.APISERVER),
+        artifacts=(binaries.ARTIFACT.name, binaries.PAUSE.name),
+        prepare=lambda layout: _kubelet_prepare(index, layout),
+        start_timeout=90.0,
+        stop_grace=15.0,
+        optional=True,
+    )
+    return containerd, kubelet
+
+
+SERVERS: tuple[Server, ...] = tuple(
+    server for index in plan.WORKERS for server in _worker_servers(index)
+)
+ARTIFACTS = binaries.ARTIFACTS
