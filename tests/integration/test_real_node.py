@@ -122,6 +122,9 @@ def test_two_workers_are_ready_with_the_pinned_kubelet_and_containerd(
         assert info.status.node_info.container_runtime_version.startswith("containerd://")
         internal = [a.address for a in info.status.addresses if a.type == "InternalIP"]
         assert internal == [node.address]
+        # Driver pods ask for ephemeral storage (their scratch emptyDir): a node that
+        # reports none can run none of them.
+        assert int(info.status.allocatable["ephemeral-storage"]) > 2**30
 
 
 CHECKS = """

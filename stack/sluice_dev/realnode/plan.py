@@ -194,7 +194,10 @@ def kubelet_config(node: Worker, client_ca: Path) -> str:
     server who may do what; no read-only port. Eviction thresholds are set low: the
     stack shares the machine's disk, whose fill level is not the node's doing.
     ``resolvConf`` is empty: there is no cluster DNS yet (pods resolve through their
-    ``/etc/hosts`` only).
+    ``/etc/hosts`` only). ``localStorageCapacityIsolation`` stays on (the default):
+    off, the kubelet's cAdvisor collects no filesystem usage with a CRI runtime, the
+    node reports no ``ephemeral-storage``, and no driver pod (its scratch emptyDir
+    asks for some) could be scheduled on it.
     """
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -228,7 +231,6 @@ def kubelet_config(node: Worker, client_ca: Path) -> str:
         "imageGCLowThresholdPercent": 99,
         "nodeStatusUpdateFrequency": "2s",
         "nodeLeaseDurationSeconds": 10,
-        "localStorageCapacityIsolation": False,
         "makeIPTablesUtilChains": False,
         "enforceNodeAllocatable": [],
     }
