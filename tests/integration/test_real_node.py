@@ -25,17 +25,17 @@ from typing import Any
 
 import pytest
 
-from sluice_dev import netns, ports, procs, stack
+from sluice_dev import ports, procs, stack
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import Layout
-from sluice_dev.realnode import images, plan
+from sluice_dev.realnode import plan
 from sluice_dev.realnode.servers import kubelet_name
 from sluice_dev.servers import kube
+from tests.support.fixtures import REAL_JOB_IMAGE as JOB_IMAGE
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.timeout(900)]
 
-JOB_IMAGE = "localhost/sluice/job:dev"
 RESTRICTED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -48,15 +48,9 @@ POD_SECURITY = {
 }
 
 
-@pytest.fixture(scope="module")
-def workers(kube_stack: Layout) -> tuple[plan.Worker, ...]:
-    if not netns.ENABLED:
-        pytest.skip("real nodes run in the stack's network namespace: SLUICE_NETNS=1")
-    stack.up(kube_stack, [kubelet_name(index) for index in plan.WORKERS])
-    nodes = plan.workers(kube_stack)
-    for node in nodes:
-        images.load(kube_stack, node, JOB_IMAGE)
-    return nodes
+@pytest.fixture
+def workers(real_workers: tuple[plan.Worker, ...]) -> tuple[plan.Worker, ...]:
+    return real_workers
 
 
 @pytest.fixture

@@ -287,6 +287,28 @@ def agent_stack(servers: StackServers, kube_stack: Layout) -> Layout:
 
 
 @pytest.fixture(scope="session")
+def real_workers(kube_stack: Layout) -> tuple[Any, ...]:
+    """The stack's real nodes (``sluice_dev.realnode``), Ready, holding the job image
+    ``make images`` built; skipped unless the session runs in the stack's network
+    namespace (``SLUICE_NETNS=1``, ``make test-node``)."""
+    from sluice_dev import netns, stack
+    from sluice_dev.realnode import images, plan
+    from sluice_dev.realnode.servers import kubelet_name
+
+    if not netns.ENABLED:
+        pytest.skip("real nodes run in the stack's network namespace: SLUICE_NETNS=1")
+    stack.up(kube_stack, [kubelet_name(index) for index in plan.WORKERS])
+    workers = plan.workers(kube_stack)
+    for worker in workers:
+        images.load(kube_stack, worker, REAL_JOB_IMAGE)
+    return workers
+
+
+REAL_JOB_IMAGE = "localhost/sluice/job:dev"
+"""The job image ``make images`` builds, as real nodes run it."""
+
+
+@pytest.fixture(scope="session")
 def core(kube_stack: Layout) -> Any:
     """The core API (kubernetes client ``CoreV1Api``) as the stack's admin."""
     from kubernetes import config

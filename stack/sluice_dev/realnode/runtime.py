@@ -124,6 +124,19 @@ def _cgroup_pids(node: Worker) -> set[int]:
     return pids
 
 
+def container_pids(node: Worker, pod_uid: str, container_id: str) -> set[int]:
+    """The processes of one container (``status.containerStatuses[].containerID``
+    without its ``containerd://``), found in the worker's cgroups: what a machine's
+    admin kills to crash a container."""
+    pids: set[int] = set()
+    for directory in cgroup_dirs(node):
+        for pod in directory.rglob(f"pod{pod_uid}"):
+            procs = pod / container_id / "cgroup.procs"
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    return pids
+
+
 def kill_pods(node: Worker, timeout: float = 10.0) -> int:
     """SIGKILL every process in the worker's cgroups (its containers); how many."""
     deadline = time.monotonic() + timeout

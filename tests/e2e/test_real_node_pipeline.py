@@ -1,0 +1,128 @@
+"""A pipeline on real nodes: the operator's driver pod runs the job image built from
+Dockerfile.job in a container under the pinned kubelet, reads the stack's Kafka,
+writes its Cassandra and commits; its container is killed (every process of it,
+SIGKILL, as an OOM kill or a crash would) and a driver of the next epoch takes over;
+afterwards the sink holds every produced event exactly once.
+
+What the node agent could not show: the image's entrypoint, ``PATH``, PySpark and
+the JVM starting inside it on a read-only root as uid 185, the operator's pod
+settings accepted by a kubelet, and a container's death reported by a kubelet.
+Needs ``SLUICE_NETNS=1`` (``make test-node``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from cassandra import InvalidRequest
+
+from sluice_dev.events import EventFactory
+from sluice_dev.produce import produce
+from sluice_dev.realnode import plan, runtime
+from tests.support import expected, state
+from tests.support.fixtures import REAL_JOB_IMAGE
+from tests.support.operator import Operators, Pipeline
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
+
+SEED = 20261129
+PARTITIONS = 2
+FIRST, SECOND = 3_000, 2_000
+EVENTS = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
+    page text, action text, user_id text, event_time timestamp, source_topic text,
+    source_partition int, source_offset bigint)"""
+REAL = {"sluice.dev/node": "real"}
+
+
+def _spec(bootstrap: str, topic: str, contact: str, keyspace: str) -> dict[str, Any]:
+    return {
+        "image": REAL_JOB_IMAGE,
+        "source": {
+            "kafka": {
+                "bootstrapServers": bootstrap,
+                "topics": [topic],
+                "maxRecordsPerPartition": 1_000,
+            }
+        },
+        "transform": {"entrypoint": "sluice_job.examples.events:transform"},
+        "sink": {
+            "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
+        },
+        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
+        "trigger": {"intervalSeconds": 1},
+        "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL}},
+        "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
+    }
+
+
+def _commits_by(cassandra: Any, keyspace: str, pipeline_id: str, epoch: int) -> bool:
+    return any(row.epoch == epoch for row in state.history(cassandra, keyspace, pipeline_id))
+
+
+def test_a_pipeline_on_real_nodes_counts_every_event_once_through_a_killed_container(
+    real_workers: tuple[plan.Worker, ...],
+    operators: Operators,
+    pipeline: Pipeline,
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra: Any,
+    cassandra_contact: str,
+    cassandra_keyspace: str,
+) -> None:
+    topic = kafka_topic(partitions=PARTITIONS)
+    cassandra.execute(EVENTS.format(keyspace=cassandra_keyspace), timeout=60)
+    factory = EventFactory(seed=SEED)
+    produce(kafka_bootstrap, topic, FIRST, factory=factory)
+    operators.start("--allowed-node-labels=sluice.dev/node")
+    applied = time.monotonic()
+    pipeline.create(_spec(kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace))
+    pipeline_id = pipeline.checkpoint_key
+
+    wait_for(
+        lambda: _commits_by(cassandra, cassandra_keyspace, pipeline_id, 1),
+        timeout=400,
+        what="a batch committed by the first driver, in its container",
+        ignoring=(InvalidRequest,),
+    )
+    first_commit = time.monotonic() - applied
+    (pod,) = [p for p in pipeline.pods() if p.status.phase == "Running"]
+    worker = next(w for w in real_workers if w.name == pod.spec.node_name)
+    assert pod.status.pod_ip.startswith(worker.pod_cidr.rsplit(".", 1)[0] + ".")
+    container = pod.status.container_statuses[0]
+    pids = runtime.container_pids(worker, pod.metadata.uid, container.container_id.split("//")[-1])
+    assert pids, "the driver's processes are in its container's cgroup"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+
+    produce(kafka_bootstrap, topic, SECOND, start=FIRST, factory=factory)
+    wait_for(
+        lambda: _commits_by(cassandra, cassandra_keyspace, pipeline_id, 2),
+        timeout=400,
+        what="a batch committed by the next epoch's driver",
+    )
+    print(
+        f"\napply -> first commit {first_commit:.1f}s on {worker.name}; "
+        f"container killed -> next epoch's commit {time.monotonic() - killed:.1f}s"
+    )
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    assert sum(ends.values()) == FIRST + SECOND
+    wait_for(
+        lambda: state.committed(cassandra, cassandra_keyspace, pipeline_id) == ends,
+        timeout=400,
+        what=f"the checkpoint at the topic's end offsets {ends}",
+    )
+
+    rows = state.events(cassandra, cassandra_keyspace)
+    assert len(rows) == FIRST + SECOND
+    for seq in range(FIRST + SECOND):
+        row = rows[f"e-{SEED}-{seq}"]
+        got = (row.event_id, row.seq, row.page, row.action, row.user_id, row.event_time)
+        assert got == expected.event_row(factory, seq)
+    history = state.history(cassandra, cassandra_keyspace, pipeline_id)
+    assert [b.batch_id for b in history] == list(range(1, len(history) + 1))
