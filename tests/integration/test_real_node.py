@@ -5,7 +5,8 @@ Two workers (``sluice-worker-1`` and ``-2``), each a kubelet and a containerd in
 network namespace of its own, behind the stack's own namespace (see
 ``sluice_dev.netns`` and ``sluice_dev.realnode``). What the node agent could not
 show, shown here: the restricted pod's read-only root filesystem as uid 185, a
-ConfigMap volume and a Secret through ``envFrom``, ``kubectl logs``, pod addresses
+ConfigMap volume and a Secret through ``envFrom``, ``kubectl logs``, the API server
+through the ``kubernetes`` Service (kube-proxy's rules), pod addresses
 that pods of the other worker and the stack's own processes reach, a memory limit
 enforced by the kernel (OOMKilled), a force delete that kills a process ignoring
 SIGTERM, and a stopped kubelet whose node goes NotReady while its pod runs on.
@@ -184,6 +185,30 @@ def test_a_restricted_pod_of_the_job_image_runs_with_its_volume_and_secret(
     assert seen["pyspark"] == "4.2.0"
     assert seen["ip"] == status.pod_ip
     assert status.pod_ip.startswith("10.251.1.")
+
+
+VERSION = """
+import json, os, ssl, urllib.request
+account = "/var/run/secrets/kubernetes.io/serviceaccount"
+context = ssl.create_default_context(cafile=f"{account}/ca.crt")
+host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+request = urllib.request.Request(f"https://{host}:{port}/version")
+request.add_header("Authorization", "Bearer " + open(f"{account}/token").read())
+print(json.dumps({"host": host, **json.load(urllib.request.urlopen(request, context=context))}))
+"""
+
+
+def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
+    workers: tuple[plan.Worker, ...], kube_stack: Layout, core: Any, restricted: str
+) -> None:
+    pod = _pod("version", workers[1].name, VERSION, automountServiceAccountToken=True)
+    _apply(kube_stack, restricted, pod)
+    status = _wait_phase(core, restricted, "version", {"Succeeded", "Failed"}, timeout=180)
+    log = core.read_namespaced_pod_log("version", restricted)
+    assert status.phase == "Succeeded", log
+    seen = json.loads(log.strip().splitlines()[-1])
+    assert seen["host"] == kube.SERVICE_IP
+    assert seen["gitVersion"] == "v1.34.4"
 
 
 SERVE = """

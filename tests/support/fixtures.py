@@ -293,11 +293,11 @@ def real_workers(kube_stack: Layout) -> tuple[Any, ...]:
     namespace (``SLUICE_NETNS=1``, ``make test-node``)."""
     from sluice_dev import netns, stack
     from sluice_dev.realnode import images, plan
-    from sluice_dev.realnode.servers import kubelet_name
+    from sluice_dev.realnode.servers import kube_proxy_name
 
     if not netns.ENABLED:
         pytest.skip("real nodes run in the stack's network namespace: SLUICE_NETNS=1")
-    stack.up(kube_stack, [kubelet_name(index) for index in plan.WORKERS])
+    stack.up(kube_stack, [kube_proxy_name(index) for index in plan.WORKERS])
     workers = plan.workers(kube_stack)
     for worker in workers:
         images.load(kube_stack, worker, REAL_JOB_IMAGE)

@@ -105,3 +105,18 @@ def test_the_pause_archive_is_an_oci_layout_whose_digests_hold(tmp_path: Path) -
         (member,) = tar.getmembers()
         assert (member.name, member.mode) == ("pause", 0o755)
         assert tar.extractfile(member).read() == payload  # type: ignore[union-attr]
+
+
+def test_kube_proxy_covers_every_workers_pods_and_leaves_the_machines_conntrack(
+    tmp_path: Path,
+) -> None:
+    workers = plan.workers(_layout(tmp_path))
+    cluster = ipaddress.ip_network(plan.CLUSTER_CIDR)
+    for node in workers:
+        assert ipaddress.ip_network(node.pod_cidr).subnet_of(cluster)  # type: ignore[arg-type]
+        config = json.loads(plan.kube_proxy_config(node, Path("/kc")))
+        assert config["mode"] == "iptables"
+        assert config["hostnameOverride"] == node.name
+        assert config["healthzBindAddress"] == f"{node.address}:{plan.KUBE_PROXY_HEALTHZ}"
+        assert config["conntrack"]["maxPerCore"] == 0
+        assert config["nodePortAddresses"] == [f"{node.address}/32"]

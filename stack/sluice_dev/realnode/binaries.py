@@ -43,6 +43,10 @@ def kubelet(layout: Layout) -> Path:
     return ARTIFACT.path(layout) / "bin" / "kubelet"
 
 
+def kube_proxy(layout: Layout) -> Path:
+    return ARTIFACT.path(layout) / "bin" / "kube-proxy"
+
+
 PAUSE_SOURCE: Final = "build/pause/linux/pause.c"
 PAUSE_ARCHIVE: Final = "pause.oci.tar"
 

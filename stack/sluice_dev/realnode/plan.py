@@ -29,6 +29,7 @@ PAUSE_IMAGE: Final = "localhost/sluice/pause:3.10"
 CNI_BIN: Final = Path("/usr/lib/cni")
 """Debian's containernetworking-plugins."""
 KUBELET_PORT: Final = 10250
+KUBE_PROXY_HEALTHZ: Final = 10256
 POD_LOGS: Final = "pod-logs"
 
 
@@ -233,6 +234,37 @@ def kubelet_config(node: Worker, client_ca: Path) -> str:
         "nodeLeaseDurationSeconds": 10,
         "makeIPTablesUtilChains": False,
         "enforceNodeAllocatable": [],
+    }
+    return json.dumps(config, indent=2)
+
+
+CLUSTER_CIDR: Final = "10.251.0.0/16"
+"""Every worker's pod range: kube-proxy masquerades what comes from outside it."""
+
+
+def kube_proxy_config(node: Worker, kubeconfig: Path) -> str:
+    """kube-proxy's KubeProxyConfiguration: iptables rules in the worker's namespace
+    that take a pod's connection to a Service's ClusterIP (the ``kubernetes`` Service
+    at 10.0.0.1:443 above all) to one of its endpoints. It leaves the conntrack
+    sysctls alone (``maxPerCore: 0``, timeouts 0): they are the machine's, not the
+    namespace's, and the stack has no business changing them."""
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": CLUSTER_CIDR,
+        "hostnameOverride": node.name,
+        "bindAddress": node.address,
+        "healthzBindAddress": f"{node.address}:{KUBE_PROXY_HEALTHZ}",
+        "metricsBindAddress": f"{node.address}:10249",
+        "nodePortAddresses": [f"{node.address}/32"],
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
     }
     return json.dumps(config, indent=2)
 

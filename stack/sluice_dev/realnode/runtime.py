@@ -16,6 +16,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from sluice_dev import netns
@@ -87,6 +89,17 @@ def answers(sock: Path) -> bool:
         except OSError:
             return False
     return True
+
+
+def healthz(url: str) -> str | None:
+    """``None`` when ``url`` answers 200, else why not."""
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return None if response.status == 200 else f"{url} answered {response.status}"
+    except urllib.error.HTTPError as err:
+        return f"{url} answered {err.code}"
+    except OSError as err:
+        return f"{url} unreachable ({err})"
 
 
 def ctr(node: Worker, *args: str, timeout: float = 600) -> str:

@@ -1,7 +1,8 @@
 """Real nodes as servers of the local stack: ``containerd-N`` and ``kubelet-N`` for
 each worker ``N`` (``sluice-worker-N`` in the API), both optional.
 
-``sluice-dev up kubelet-1 kubelet-2`` (with ``SLUICE_NETNS=1``, after ``make
+``kube-proxy-N`` routes Services' ClusterIPs in the worker's namespace.
+``sluice-dev up kube-proxy-1 kube-proxy-2`` (with ``SLUICE_NETNS=1``, after ``make
 provision`` and ``make images``) starts two workers: each a containerd and a kubelet
 of the pinned Kubernetes in the worker's own network namespace, running pods in
 containers with runc. The kubelet authenticates as the stack's node identity (the
@@ -29,6 +30,38 @@ def containerd_name(index: int) -> str:
 
 def kubelet_name(index: int) -> str:
     return f"kubelet-{index}"
+
+
+def kube_proxy_name(index: int) -> str:
+    return f"kube-proxy-{index}"
+
+
+PROXIER_BINDING = "sluice:node-proxier"
+
+
+def proxier_binding() -> dict[str, object]:
+    """kube-proxy's rights (the built-in ``system:node-proxier``: Services and
+    EndpointSlices, read) for the stack's node identity, which the workers use."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {
+            "name": PROXIER_BINDING,
+            "labels": {"app.kubernetes.io/managed-by": "sluice-dev"},
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "system:node-proxier",
+        },
+        "subjects": [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": kube.NODE_AGENT_GROUP,
+            }
+        ],
+    }
 
 
 def _require_netns() -> None:
@@ -88,7 +121,32 @@ def _kubelet_argv(index: int, layout: Layout) -> Sequence[str]:
     return netns.argv_in(node.netns, argv)
 
 
-def _worker_servers(index: int) -> tuple[Server, Server]:
+def _kube_proxy_prepare(index: int, layout: Layout) -> None:
+    _require_netns()
+    node = plan.worker(layout, index)
+    bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+    status, body = kube.api_request(layout, "GET", f"{bindings}/{PROXIER_BINDING}")
+    if status == 404:
+        status, body = kube.api_request(layout, "POST", bindings, proxier_binding())
+    if status not in (200, 201, 409):
+        raise runtime.NodeError(f"clusterrolebinding {PROXIER_BINDING}: {status} {body[-300:]!r}")
+    config = plan.kube_proxy_config(node, kube.node_agent_kubeconfig(layout))
+    runtime.write(node.conf / "kube-proxy.json", config)
+
+
+def _kube_proxy_argv(index: int, layout: Layout) -> Sequence[str]:
+    node = plan.worker(layout, index)
+    argv = [str(binaries.kube_proxy(layout)), f"--config={node.conf / 'kube-proxy.json'}"]
+    return netns.argv_in(node.netns, [*argv, "--v=1"])
+
+
+def _kube_proxy_probe(index: int, layout: Layout) -> str | None:
+    """Healthy once its /healthz, on the node's address, says it synced its rules."""
+    node = plan.worker(layout, index)
+    return runtime.healthz(f"http://{node.address}:{plan.KUBE_PROXY_HEALTHZ}/healthz")
+
+
+def _worker_servers(index: int) -> tuple[Server, Server, Server]:
     def node(layout: Layout) -> Worker:
         return plan.worker(layout, index)
 
@@ -113,7 +171,18 @@ def _worker_servers(index: int) -> tuple[Server, Server]:
         stop_grace=15.0,
         optional=True,
     )
-    return containerd, kubelet
+    kube_proxy = Server(
+        name=kube_proxy_name(index),
+        argv=lambda layout: _kube_proxy_argv(index, layout),
+        probe=lambda layout: _kube_proxy_probe(index, layout),
+        requires=(kubelet.name,),
+        artifacts=(binaries.ARTIFACT.name,),
+        prepare=lambda layout: _kube_proxy_prepare(index, layout),
+        start_timeout=60.0,
+        stop_grace=10.0,
+        optional=True,
+    )
+    return containerd, kubelet, kube_proxy
 
 
 SERVERS: tuple[Server, ...] = tuple(

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import yaml
 
-from sluice_dev import pki, ports, versions
+from sluice_dev import netns, pki, ports, versions
 from sluice_dev.artifacts import Artifact
 from sluice_dev.build import STACK_SRC, GoBuild, go_artifact
 from sluice_dev.paths import Layout
@@ -325,8 +325,9 @@ def _apiserver_argv(layout: Layout) -> Sequence[str]:
         f"--proxy-client-cert-file={front_proxy.cert}",
         f"--proxy-client-key-file={front_proxy.key}",
         # The `kubernetes` Service cannot have a loopback endpoint (the reconciler
-        # fails every 10 s otherwise); nothing here routes service IPs anyway.
-        "--endpoint-reconciler-type=none",
+        # fails every 10 s otherwise). In the stack's namespace its address is the
+        # bridge's, which real nodes' kube-proxy routes the Service's ClusterIP to.
+        *([] if netns.ENABLED else ["--endpoint-reconciler-type=none"]),
         f"--kubelet-client-certificate={kubelet_client.cert}",
         f"--kubelet-client-key={kubelet_client.key}",
         "--kubelet-preferred-address-types=InternalIP,Hostname",
