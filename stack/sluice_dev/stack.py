@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sluice_dev import procs, registry
+from sluice_dev import netns, procs, registry
 from sluice_dev.artifacts import Outcome
 from sluice_dev.paths import Layout
 from sluice_dev.provisioning import provision_all
@@ -124,6 +124,7 @@ def down(layout: Layout, say: Say = print, *, purge: bool = False) -> None:
     for server in reversed(registry.SERVERS):
         server.cleanup(layout)
     if purge:
+        netns.remove(netns.name(layout))
         for sub in ("data", "conf", "run"):
             shutil.rmtree(layout.stack / sub, ignore_errors=True)
         say(f"purged {layout.stack}")

@@ -40,9 +40,15 @@ class StackServers:
         return self.layout
 
     def stop_started(self) -> None:
+        """Stops them, then undoes what they leave behind (a real node's containers,
+        mounts and namespaces), as ``sluice-dev down`` does."""
+        stopped = []
         for server in reversed(local_stack.with_requirements(self.started)):
             if server.name in self.started:
                 local_stack.stop(self.layout, server.name)
+                stopped.append(server)
+        for server in stopped:
+            server.cleanup(self.layout)
 
 
 @pytest.fixture(scope="session")
@@ -287,17 +293,17 @@ def agent_stack(servers: StackServers, kube_stack: Layout) -> Layout:
 
 
 @pytest.fixture(scope="session")
-def real_workers(kube_stack: Layout) -> tuple[Any, ...]:
+def real_workers(servers: StackServers, kube_stack: Layout) -> tuple[Any, ...]:
     """The stack's real nodes (``sluice_dev.realnode``), Ready, holding the job image
     ``make images`` built; skipped unless the session runs in the stack's network
     namespace (``SLUICE_NETNS=1``, ``make test-node``)."""
-    from sluice_dev import netns, stack
+    from sluice_dev import netns
     from sluice_dev.realnode import images, plan
     from sluice_dev.realnode.servers import kube_proxy_name
 
     if not netns.ENABLED:
         pytest.skip("real nodes run in the stack's network namespace: SLUICE_NETNS=1")
-    stack.up(kube_stack, [kube_proxy_name(index) for index in plan.WORKERS])
+    servers.ensure(*(kube_proxy_name(index) for index in plan.WORKERS))
     workers = plan.workers(kube_stack)
     for worker in workers:
         images.load(kube_stack, worker, REAL_JOB_IMAGE)

@@ -163,6 +163,25 @@ def kill_pods(node: Worker, timeout: float = 10.0) -> int:
     return len(killed)
 
 
+def kill_shims(node: Worker) -> int:
+    """SIGKILL the worker's containerd shims (one per pod, outliving containerd, in
+    the worker's namespace, whose veths they keep alive); how many."""
+    needle = str(node.socket).encode()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and needle in argv:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
 def _mounts_under(roots: list[Path]) -> list[str]:
     points: list[str] = []
     with open("/proc/self/mountinfo") as info:
@@ -192,11 +211,58 @@ def remove_cgroups(node: Worker) -> None:
             directory.rmdir()
 
 
+def _netns_in_use() -> set[int]:
+    inodes: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                inodes.add(os.stat(entry / "ns" / "net").st_ino)
+    return inodes
+
+
+def _only_loopback(name: str) -> bool:
+    links = subprocess.run(
+        ["ip", "-n", name, "-o", "link"], capture_output=True, text=True, check=False
+    )
+    return links.returncode == 0 and len(links.stdout.splitlines()) <= 1
+
+
+def sweep_pod_namespaces(min_age: float = 30.0, settle: float = 5.0) -> list[str]:
+    """Delete the pod namespaces containerd left behind (``/run/netns/cni-*``) that
+    are dead to everyone: no process in them, older than ``min_age`` seconds (one
+    being set up for a pod of another stack has no process yet either), and no
+    interface but loopback once their veth is gone with the worker (the kernel takes
+    a moment: up to ``settle`` seconds). containerd removes a pod's namespace when the
+    pod stops; a worker torn down with pods running leaves them. The names deleted."""
+    in_use = _netns_in_use()
+    candidates = []
+    for entry in sorted(netns.NETNS_DIR.glob("cni-*")):
+        with contextlib.suppress(OSError):
+            info = os.stat(entry)
+            if info.st_ino not in in_use and time.time() - info.st_mtime > min_age:
+                candidates.append(entry.name)
+    deleted = []
+    deadline = time.monotonic() + settle
+    while candidates:
+        for name in [n for n in candidates if _only_loopback(n)]:
+            candidates.remove(name)
+            with contextlib.suppress(netns.NetnsError):
+                netns.remove(name)
+                deleted.append(name)
+        if not candidates or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    return deleted
+
+
 def tear_down(node: Worker) -> None:
     """Undo a worker after its kubelet and containerd stopped: its containers killed,
-    its mounts gone, its cgroups and network namespace removed, its run dir emptied."""
+    its mounts gone, its cgroups and network namespace removed, its run dir emptied,
+    its pods' namespaces deleted."""
+    kill_shims(node)
     kill_pods(node)
     unmount(node)
     remove_cgroups(node)
     netns.remove(node.netns)
     shutil.rmtree(node.run, ignore_errors=True)
+    sweep_pod_namespaces()
