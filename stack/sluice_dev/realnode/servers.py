@@ -42,26 +42,7 @@ PROXIER_BINDING = "sluice:node-proxier"
 def proxier_binding() -> dict[str, object]:
     """kube-proxy's rights (the built-in ``system:node-proxier``: Services and
     EndpointSlices, read) for the stack's node identity, which the workers use."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {
-            "name": PROXIER_BINDING,
-            "labels": {"app.kubernetes.io/managed-by": "sluice-dev"},
-        },
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": "system:node-proxier",
-        },
-        "subjects": [
-            {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Group",
-                "name": kube.NODE_AGENT_GROUP,
-            }
-        ],
-    }
+    return kube.group_binding(PROXIER_BINDING, "system:node-proxier", kube.NODE_AGENT_GROUP)
 
 
 def _require_netns() -> None:
@@ -124,11 +105,8 @@ def _kubelet_argv(index: int, layout: Layout) -> Sequence[str]:
 def _kube_proxy_prepare(index: int, layout: Layout) -> None:
     _require_netns()
     node = plan.worker(layout, index)
-    bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
-    status, body = kube.api_request(layout, "GET", f"{bindings}/{PROXIER_BINDING}")
-    if status == 404:
-        status, body = kube.api_request(layout, "POST", bindings, proxier_binding())
-    if status not in (200, 201, 409):
+    status, body = kube.ensure_binding(layout, proxier_binding())
+    if status != 200:
         raise runtime.NodeError(f"clusterrolebinding {PROXIER_BINDING}: {status} {body[-300:]!r}")
     config = plan.kube_proxy_config(node, kube.node_agent_kubeconfig(layout))
     runtime.write(node.conf / "kube-proxy.json", config)

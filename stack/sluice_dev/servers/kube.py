@@ -40,6 +40,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from typing import Any
 from pathlib import Path
 
 import yaml
@@ -444,41 +445,52 @@ def node_problem(layout: Layout, node: str) -> str | None:
     return None
 
 
-def node_agent_binding() -> dict[str, object]:
+def group_binding(name: str, cluster_role: str, group: str) -> dict[str, object]:
+    """A ClusterRoleBinding of the stack's: ``cluster_role`` for the members of ``group``."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {
-            "name": NODE_AGENT_BINDING,
+            "name": name,
             "labels": {"app.kubernetes.io/managed-by": "sluice-dev"},
         },
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole",
-            "name": NODE_AGENT_CLUSTER_ROLE,
+            "name": cluster_role,
         },
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": NODE_AGENT_GROUP}
-        ],
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
     }
+
+
+def node_agent_binding() -> dict[str, object]:
+    return group_binding(NODE_AGENT_BINDING, NODE_AGENT_CLUSTER_ROLE, NODE_AGENT_GROUP)
+
+
+def ensure_binding(layout: Layout, body: Mapping[str, Any]) -> tuple[int, bytes]:
+    """Create the ClusterRoleBinding ``body`` unless it exists: (status, body) of the
+    last request, 200 when it is in place (created meanwhile by another caller too)."""
+    bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+    name = body["metadata"]["name"]
+    status, answer = api_request(layout, "GET", f"{bindings}/{name}")
+    if status == 404:
+        status, answer = api_request(layout, "POST", bindings, body)
+        if status in (201, 409):  # 409: created meanwhile by a concurrent caller
+            status = 200
+    return status, answer
 
 
 def _apiserver_probe(layout: Layout) -> str | None:
     """Ready when /readyz answers 200 to the admin and the node agent's RBAC binding
     exists (created here on first success; see the module docstring)."""
-    bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
     try:
         status, body = api_request(layout, "GET", "/readyz")
         if status != 200:
             return f"{APISERVER_URL}/readyz answered {status}: {body[-300:]!r}"
-        status, body = api_request(layout, "GET", f"{bindings}/{NODE_AGENT_BINDING}")
-        if status == 404:
-            status, body = api_request(layout, "POST", bindings, node_agent_binding())
-            if status == 409:  # created meanwhile by a concurrent probe
-                status = 200
+        status, body = ensure_binding(layout, node_agent_binding())
     except (OSError, ssl.SSLError) as err:
         return f"{APISERVER_URL} unreachable ({err})"
-    if status not in (200, 201):
+    if status != 200:
         return f"clusterrolebinding {NODE_AGENT_BINDING} not in place ({status}: {body[-300:]!r})"
     return None
 
