@@ -132,9 +132,10 @@ test-e2e: provision
 # cost in tests/conftest.py, LONG; their faults are also in shorter tests of the
 # suite): five e2e scenarios (executors, hot standby, warm handover, a partition, the
 # upgrade with the operator killed: 19 of the e2e suite's 30 minutes here) and six
-# integration tests.
+# integration tests; then the crash test with its former eight kills (make test: five).
 test-long: provision images
 	$(BIN)/pytest -m "long and not realnode"
+	SLUICE_CRASH_KILLS=8 $(BIN)/pytest tests/integration/test_driver_crashes.py
 
 # The hostile-tenant suite (docs/security.md), with its measured times.
 test-hostile: provision

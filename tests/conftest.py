@@ -68,7 +68,8 @@ shorter tests that stay: a driver kill, a Kafka restart and an upgrade (the shor
 soak), operator failover (``test_operator_failover``), fencing and crashes
 (``test_driver_fencing``, ``test_driver_crashes``). The four driver paths (the
 backpressure cap, a capped backlog, retention, a recreated topic) only these tests
-cover: CI no longer runs them."""
+cover: CI no longer runs them. ``test_driver_crashes`` stays, with one kill per phase
+of the batch cycle (five); ``SLUICE_CRASH_KILLS=8`` gives it its former eight."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,10 +5,15 @@ between write and commit, committing, after the commit but before its history
 row), restarted with a newer epoch each time, and finally left to drain. The sink
 must then hold exactly one correct row per produced event and the checkpoint must
 equal the topic's end offsets.
+
+``make test`` kills one driver per phase (five); ``SLUICE_CRASH_KILLS=8`` (or more)
+repeats phases at further seeded moments, as this test did before it was cut for
+CI's time: the extra kills go through the same five phases again.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import statistics
@@ -24,15 +29,15 @@ from tests.support.driver import Driver, DriverRun, drain_and_stop, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 
-RECORDS = 60_000
+RECORDS = 12_000
 PARTITIONS = 4
-CAP = 2_500  # per partition: 10k records a batch, 6 batches in all
+CAP = 500  # per partition: 2,000 records a batch, 6 batches in all
 SEED = 20261122
-KILLS = 8
-"""Drivers killed, each inside one of the phases below (every phase at least once).
-Each killed driver dies inside its first batch, so the kills commit two batches at
-most (the ones killed in ``commit`` and ``after_commit``): the last driver still
-drains four or more, after eight kills."""
+KILLS = int(os.environ.get("SLUICE_CRASH_KILLS", "5"))
+"""Drivers killed, each inside one of the phases below (every phase at least once, so
+at least five). Each killed driver dies inside its first batch, so only the kills in
+``commit`` and ``after_commit`` can commit a batch (two at most for up to eight kills):
+the last driver still drains four or more."""
 # (phase announced in the log, failpoint pauses, kill delay range after the announcement)
 KILL_POINTS: list[tuple[str, str, tuple[float, float]]] = [
     ("read", "", (0.0, 0.8)),
@@ -78,6 +83,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
         cap=CAP,
     )
     pipeline_id = driver.checkpoint_key
+    assert len(KILL_POINTS) <= KILLS, "SLUICE_CRASH_KILLS: one kill per phase at least"
     rng = random.Random(SEED)
     schedule = [KILL_POINTS[i % len(KILL_POINTS)] for i in range(KILLS)]
     rng.shuffle(schedule)

@@ -23,9 +23,11 @@ from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-RECORDS = 24_000
+RECORDS = 6_000
 PARTITIONS = 4
-CAP = 1_000
+CAP = 250
+"""Per partition: 1,000 records a batch, 6 batches in all: A commits two before B's
+claim, B commits the rest (in the frozen scenario, A's planned batch and one more)."""
 
 
 @dataclass

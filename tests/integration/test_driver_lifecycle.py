@@ -33,7 +33,7 @@ def test_sigterm_commits_the_batch_in_flight_and_v2_resumes_at_the_next_offset(
     events_table: str,
     driver: Driver,
 ) -> None:
-    records, cap = 24_000, 1_000
+    records, cap = 6_000, 250  # 1,000 records a batch, 6 batches in all
     topic = kafka_topic(partitions=PARTITIONS)
     produce(kafka_bootstrap, topic, records, factory=EventFactory(seed=5))
     common = {

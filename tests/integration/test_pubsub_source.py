@@ -142,7 +142,9 @@ def test_a_crash_between_commit_and_ack_redelivers_and_counts_once(
     pubsub.publish_events(topic, factory, range(800))
     spec = pubsub_spec(pubsub, subscription, cassandra_contact, kpi_table)
     # The commit of batch 2 applied, its messages not yet acknowledged: killed there.
-    first = driver.start(spec, epoch=1, failpoints="after_commit=30")
+    # The pause holds every batch (batch 1's too, before its acknowledgements): 10 s is
+    # the window for the kill, which follows the announcement by well under a second.
+    first = driver.start(spec, epoch=1, failpoints="after_commit=10")
     first.wait_event(
         lambda e: e.get("event") == "phase" and e["phase"] == "after_commit" and e["batch_id"] >= 2,
         timeout=300,
