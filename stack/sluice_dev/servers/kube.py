@@ -40,8 +40,8 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import yaml
 
