@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
     cmd = sub.add_parser(
         "images",
         help="build Dockerfile.job and Dockerfile.operator with podman on bases made from "
-        "Debian packages (installs podman, buildah, runc, mmdebstrap when missing)",
+        "Debian packages (installs podman, buildah, runc, mmdebstrap, and containerd and the CNI "
+        "plugins for real nodes, when missing)",
     )
     cmd.add_argument(
         "--refresh-bases", action="store_true", help="make the base images again (Debian updates)"
