@@ -245,8 +245,9 @@ def _images(layout: Layout, args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     say = functools.partial(print, flush=True)
-    hostpackages.ensure(say)
-    hostpackages.ensure(say, realnode_binaries.PACKAGES, "real nodes")
+    # One apt-get update for both sets when something is missing.
+    packages = (*hostpackages.PACKAGES, *realnode_binaries.PACKAGES)
+    hostpackages.ensure(say, packages, "the image builds and real nodes")
     podman = Podman.for_layout(layout)
     if (why := podman.available()) is not None:
         raise stack.StackError(f"cannot build images: {why}")
