@@ -37,17 +37,25 @@ from sluice_dev.build import BuildError
 from sluice_dev.imagebuild import ImageBuildError
 from sluice_dev.oci.podman import PodmanError
 from sluice_dev.paths import Layout
+from sluice_dev.realnode.runtime import NodeError
 from sluice_dev.servers.base import Server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     layout = Layout.from_env()
-    if netns.ENABLED and args.command not in _OUTSIDE:
-        netns.enter(layout)
     try:
+        if netns.ENABLED and args.command not in _OUTSIDE:
+            netns.enter(layout)
         return int(args.run(layout, args))
-    except (stack.StackError, BuildError, ImageBuildError, PodmanError) as err:
+    except (
+        stack.StackError,
+        BuildError,
+        ImageBuildError,
+        PodmanError,
+        netns.NetnsError,
+        NodeError,
+    ) as err:
         print(f"sluice-dev: {err}", file=sys.stderr)
         return 1
     except KeyError as err:
