@@ -26,6 +26,7 @@ from sluice_dev.realnode import plan, runtime
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Operators, Pipeline
+from tests.support.real_images import PLACEMENT_POLICY, pipeline_spec
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
@@ -36,28 +37,6 @@ FIRST, SECOND = 3_000, 2_000
 EVENTS = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
     page text, action text, user_id text, event_time timestamp, source_topic text,
     source_partition int, source_offset bigint)"""
-REAL = {"sluice.dev/node": "real"}
-
-
-def _spec(bootstrap: str, topic: str, contact: str, keyspace: str) -> dict[str, Any]:
-    return {
-        "image": REAL_JOB_IMAGE,
-        "source": {
-            "kafka": {
-                "bootstrapServers": bootstrap,
-                "topics": [topic],
-                "maxRecordsPerPartition": 1_000,
-            }
-        },
-        "transform": {"entrypoint": "sluice_job.examples.events:transform"},
-        "sink": {
-            "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
-        },
-        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
-        "trigger": {"intervalSeconds": 1},
-        "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL}},
-        "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
-    }
 
 
 def _commits_by(cassandra: Any, keyspace: str, pipeline_id: str, epoch: int) -> bool:
@@ -78,9 +57,19 @@ def test_a_pipeline_on_real_nodes_counts_every_event_once_through_a_killed_conta
     cassandra.execute(EVENTS.format(keyspace=cassandra_keyspace), timeout=60)
     factory = EventFactory(seed=SEED)
     produce(kafka_bootstrap, topic, FIRST, factory=factory)
-    operators.start("--allowed-node-labels=sluice.dev/node")
+    operators.start(PLACEMENT_POLICY)
     applied = time.monotonic()
-    pipeline.create(_spec(kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace))
+    pipeline.create(
+        pipeline_spec(
+            REAL_JOB_IMAGE,
+            "sluice_job.examples.events:transform",
+            bootstrap=kafka_bootstrap,
+            topic=topic,
+            contact=cassandra_contact,
+            keyspace=cassandra_keyspace,
+            cap=1_000,
+        )
+    )
     pipeline_id = pipeline.checkpoint_key
 
     wait_for(

@@ -24,7 +24,7 @@ from sluice_dev.produce import Background
 from sluice_dev.realnode import plan
 from tests.support import expected, state
 from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import e2e_image
+from tests.support.real_images import PLACEMENT_POLICY, e2e_image, pipeline_spec
 from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
@@ -35,29 +35,6 @@ PARTITIONS = 2
 RATE = 100.0
 COUNT = 1_000_000
 """More than the test lasts: production runs until the upgrade is done, then stops."""
-REAL = {"sluice.dev/node": "real"}
-
-
-def _spec(image: str, bootstrap: str, topic: str, contact: str, keyspace: str) -> dict[str, Any]:
-    return {
-        "image": image,
-        "source": {
-            "kafka": {
-                "bootstrapServers": bootstrap,
-                "topics": [topic],
-                "maxRecordsPerPartition": 500,
-            }
-        },
-        "transform": {"entrypoint": "sluice_e2e:transform"},
-        "sink": {
-            "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
-        },
-        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
-        "trigger": {"intervalSeconds": 1},
-        "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL}},
-        "upgrade": {"stopTimeoutSeconds": 120},
-        "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
-    }
 
 
 def test_v1_stops_cleanly_in_its_container_and_v2_resumes_where_it_committed(
@@ -77,9 +54,14 @@ def test_v1_stops_cleanly_in_its_container_and_v2_resumes_where_it_committed(
     cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
     factory = EventFactory(seed=SEED)
     production = Background(kafka_bootstrap, topic, COUNT, RATE, factory).start()
-    operators.start("--allowed-node-labels=sluice.dev/node")
-    common = (kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace)
-    pipeline.create(_spec(v1, *common))
+    operators.start(PLACEMENT_POLICY)
+    where = {
+        "bootstrap": kafka_bootstrap,
+        "topic": topic,
+        "contact": cassandra_contact,
+        "keyspace": cassandra_keyspace,
+    }
+    pipeline.create(pipeline_spec(v1, "sluice_e2e:transform", cap=500, **where))
     pipeline_id = pipeline.checkpoint_key
     v1_epoch = int(
         wait_for(

@@ -4,6 +4,7 @@ image, for pods of real nodes, and given to every worker."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sluice_dev.oci import images
 from sluice_dev.oci.podman import Podman
@@ -30,3 +31,42 @@ def e2e_image(layout: Layout, workers: Sequence[Worker], version: str) -> str:
     for worker in workers:
         node_images.load(layout, worker, built.image)
     return built.image
+
+
+REAL_NODES = {"sluice.dev/node": "real"}
+"""The node label of real workers, which a pipeline's driver selects."""
+PLACEMENT_POLICY = "--allowed-node-labels=sluice.dev/node"
+"""What the operator must allow for that selector (``sluice_operator.podpolicy``)."""
+
+
+def pipeline_spec(
+    image: str,
+    entrypoint: str,
+    *,
+    bootstrap: str,
+    topic: str,
+    contact: str,
+    keyspace: str,
+    cap: int,
+) -> dict[str, Any]:
+    """A StreamingPipeline spec for real workers: ``image`` and ``entrypoint`` into
+    ``keyspace.events``, checkpointed beside it, batches of ``cap`` per partition."""
+    return {
+        "image": image,
+        "source": {
+            "kafka": {
+                "bootstrapServers": bootstrap,
+                "topics": [topic],
+                "maxRecordsPerPartition": cap,
+            }
+        },
+        "transform": {"entrypoint": entrypoint},
+        "sink": {
+            "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
+        },
+        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
+        "trigger": {"intervalSeconds": 1},
+        "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL_NODES}},
+        "upgrade": {"stopTimeoutSeconds": 120},
+        "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
+    }
