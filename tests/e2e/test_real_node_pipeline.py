@@ -27,6 +27,7 @@ from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Operators, Pipeline
 from tests.support.real_images import PLACEMENT_POLICY, pipeline_spec
+from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
@@ -34,9 +35,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
 SEED = 20261129
 PARTITIONS = 2
 FIRST, SECOND = 3_000, 2_000
-EVENTS = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
-    page text, action text, user_id text, event_time timestamp, source_topic text,
-    source_partition int, source_offset bigint)"""
 
 
 def _commits_by(cassandra: Any, keyspace: str, pipeline_id: str, epoch: int) -> bool:
@@ -54,7 +52,7 @@ def test_a_pipeline_on_real_nodes_counts_every_event_once_through_a_killed_conta
     cassandra_keyspace: str,
 ) -> None:
     topic = kafka_topic(partitions=PARTITIONS)
-    cassandra.execute(EVENTS.format(keyspace=cassandra_keyspace), timeout=60)
+    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
     factory = EventFactory(seed=SEED)
     produce(kafka_bootstrap, topic, FIRST, factory=factory)
     operators.start(PLACEMENT_POLICY)
