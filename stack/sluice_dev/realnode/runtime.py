@@ -74,12 +74,6 @@ def make_cgroups(node: Worker) -> None:
         directory.mkdir(exist_ok=True)
 
 
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-
-
 def answers(sock: Path) -> bool:
     """Whether a unix socket accepts a connection (containerd is serving)."""
     with socket.socket(socket.AF_UNIX) as client:

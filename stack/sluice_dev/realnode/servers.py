@@ -66,8 +66,8 @@ def _containerd_prepare(index: int, layout: Layout) -> None:
     runtime.plumb(node)
     runtime.make_cgroups(node)
     node.run.mkdir(parents=True, exist_ok=True)
-    runtime.write(node.conf / "containerd.toml", plan.containerd_config(node, _runc()))
-    runtime.write(node.conf / "cni" / "10-sluice.conflist", plan.cni_config(node))
+    kube.write_if_changed(node.conf / "containerd.toml", plan.containerd_config(node, _runc()))
+    kube.write_if_changed(node.conf / "cni" / "10-sluice.conflist", plan.cni_config(node))
 
 
 def _containerd_argv(index: int, layout: Layout) -> Sequence[str]:
@@ -80,15 +80,12 @@ def _containerd_probe(index: int, layout: Layout) -> str | None:
     return None if runtime.answers(node.socket) else f"containerd not serving {node.socket}"
 
 
-def _kubelet_config(node: Worker, layout: Layout) -> str:
-    return plan.kubelet_config(node, kube.ca_cert(layout))
-
-
 def _kubelet_prepare(index: int, layout: Layout) -> None:
     _require_netns()
     node = plan.worker(layout, index)
     runtime.load(node, plan.PAUSE_IMAGE, binaries.pause_archive(layout))
-    runtime.write(node.conf / "kubelet.json", _kubelet_config(node, layout))
+    config = plan.kubelet_config(node, kube.ca_cert(layout))
+    kube.write_if_changed(node.conf / "kubelet.json", config)
 
 
 def _kubelet_argv(index: int, layout: Layout) -> Sequence[str]:
@@ -109,7 +106,7 @@ def _kube_proxy_prepare(index: int, layout: Layout) -> None:
     if status != 200:
         raise runtime.NodeError(f"clusterrolebinding {PROXIER_BINDING}: {status} {body[-300:]!r}")
     config = plan.kube_proxy_config(node, kube.node_agent_kubeconfig(layout))
-    runtime.write(node.conf / "kube-proxy.json", config)
+    kube.write_if_changed(node.conf / "kube-proxy.json", config)
 
 
 def _kube_proxy_argv(index: int, layout: Layout) -> Sequence[str]:

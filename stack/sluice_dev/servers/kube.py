@@ -149,7 +149,7 @@ _AUDIT_POLICY = {
 
 def _prepare_apiserver(layout: Layout) -> None:
     prepare_pki(layout)
-    _write_if_changed(_audit_policy(layout), yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
+    write_if_changed(_audit_policy(layout), yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
 
 
 def pki_dir(layout: Layout) -> Path:
@@ -258,7 +258,8 @@ def _kubeconfig(layout: Layout, user: str, client: pki.KeyPair) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (atomically, owner-only) unless it already holds it."""
     if path.exists() and path.read_text() == text:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +290,7 @@ def prepare_pki(layout: Layout) -> None:
     }
     for stem, (user, path) in users.items():
         target = path or component_kubeconfig(layout, stem)
-        _write_if_changed(target, _kubeconfig(layout, user, _pair(layout, stem)))
+        write_if_changed(target, _kubeconfig(layout, user, _pair(layout, stem)))
 
 
 def _apiserver_argv(layout: Layout) -> Sequence[str]:
