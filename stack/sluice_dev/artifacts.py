@@ -47,6 +47,9 @@ class Artifact:
     """Downloads the build needs, run ahead of it and beside other builds."""
     compiles: bool = False
     """Whether the build is CPU-bound (a compiler), so it takes a build slot."""
+    on_demand: bool = False
+    """Built when a server that needs it starts (or when named), not by a plain
+    ``provision``: what only real nodes need, which ``make test`` does not start."""
 
     def path(self, layout: Layout) -> Path:
         return layout.artifact(self.name, f"{self.version}-{self.recipe_hash()}")

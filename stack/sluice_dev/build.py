@@ -108,7 +108,7 @@ class GoBuild:
         run(self.argv(bin_dir), cwd=self.module, env=GO_ENV)
 
 
-def go_artifact(name: str, version: str, build: GoBuild) -> Artifact:
+def go_artifact(name: str, version: str, build: GoBuild, *, on_demand: bool = False) -> Artifact:
     """An artifact built by ``build``, keyed by the module's files and the settings."""
     return Artifact(
         name,
@@ -118,6 +118,7 @@ def go_artifact(name: str, version: str, build: GoBuild) -> Artifact:
         settings=build.settings,
         prefetch=build.download,
         compiles=True,
+        on_demand=on_demand,
     )
 
 

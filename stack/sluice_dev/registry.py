@@ -48,6 +48,12 @@ def defaults() -> tuple[Server, ...]:
     return tuple(item for item in SERVERS if not item.optional)
 
 
+def provisioned() -> tuple[Artifact, ...]:
+    """What a plain ``provision`` builds or fetches: every artifact but those built on
+    demand (real nodes' binaries, when a worker first starts)."""
+    return tuple(item for item in ARTIFACTS if not item.on_demand)
+
+
 def artifact(name: str) -> Artifact:
     for item in ARTIFACTS:
         if item.name == name:

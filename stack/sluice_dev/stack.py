@@ -61,9 +61,9 @@ def with_requirements(names: Iterable[str] | None) -> list[Server]:
 def provision(
     layout: Layout, names: Iterable[str] | None = None, say: Say = print
 ) -> list[Outcome]:
-    """Build or fetch every artifact (or the named ones), downloads beside builds;
-    prints a line as each starts and ends."""
-    chosen = list(names) if names else [a.name for a in registry.ARTIFACTS]
+    """Build or fetch every artifact but those built on demand (or the named ones),
+    downloads beside builds; prints a line as each starts and ends."""
+    chosen = list(names) if names else [a.name for a in registry.provisioned()]
     return provision_all([registry.artifact(name) for name in chosen], layout, say)
 
 

@@ -14,6 +14,8 @@ SPARK: Final = "4.2.0"
 KUBERNETES: Final = "1.34.4"
 KUBERNETES_STAGING: Final = "0.34.4"
 ETCD: Final = "3.6.16"
+# The cluster DNS of real nodes (stack/go/coredns).
+COREDNS: Final = "1.15.0"
 HELM: Final = "3.22.0"
 PROMETHEUS: Final = "0.316.0"
 # The Go module that ships pstest, Google's in-memory Pub/Sub server.

@@ -6,7 +6,8 @@ network namespace of its own, behind the stack's own namespace (see
 ``sluice_dev.netns`` and ``sluice_dev.realnode``). What the node agent could not
 show, shown here: the restricted pod's read-only root filesystem as uid 185, a
 ConfigMap volume and a Secret through ``envFrom``, ``kubectl logs``, the API server
-through the ``kubernetes`` Service (kube-proxy's rules), pod addresses
+through the ``kubernetes`` Service (kube-proxy's rules), Services by name through
+the cluster DNS, pod addresses
 that pods of the other worker and the stack's own processes reach, a memory limit
 enforced by the kernel (OOMKilled), a force delete that kills a process ignoring
 SIGTERM, and a stopped kubelet whose node goes NotReady while its pod runs on.
@@ -259,6 +260,52 @@ def test_pods_on_two_workers_reach_each_other_and_the_stack_reaches_them(
     assert client.phase == "Succeeded", log
     assert log.strip() == "server"
     assert client.pod_ip.startswith("10.251.2.")
+
+
+RESOLVE = """
+import json, socket, urllib.request
+print(json.dumps({
+    "kubernetes": socket.gethostbyname("kubernetes.default"),
+    "web": socket.gethostbyname("web"),
+    "answer": urllib.request.urlopen("http://web/", timeout=10).read().decode(),
+    "resolv": open("/etc/resolv.conf").read(),
+}))
+"""
+
+
+def test_pods_resolve_services_by_name_through_the_cluster_dns(
+    workers: tuple[plan.Worker, ...], kube_stack: Layout, core: Any, restricted: str
+) -> None:
+    """A pod of the default ``dnsPolicy`` (``ClusterFirst``, the operator's) gets the
+    cluster DNS, which answers for the ``kubernetes`` Service and for a Service of
+    the test's (its ClusterIP, whose EndpointSlice the controller-manager keeps), and
+    kube-proxy takes a request for that name to the pod behind it."""
+    name_env = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    server = _pod("web-0", workers[0].name, SERVE, container={"env": [name_env]})
+    server["metadata"]["labels"] = {"app": "web"}
+    _apply(kube_stack, restricted, server)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8090}]},
+    }
+    _apply(kube_stack, restricted, service)
+    _wait_phase(core, restricted, "web-0", {"Running"}, timeout=180)
+    cluster_ip = core.read_namespaced_service("web", restricted).spec.cluster_ip
+
+    client = _pod("resolver", workers[1].name, RESOLVE, dnsPolicy="ClusterFirst")
+    _apply(kube_stack, restricted, client)
+    status = _wait_phase(core, restricted, "resolver", {"Succeeded", "Failed"}, timeout=180)
+    log = core.read_namespaced_pod_log("resolver", restricted)
+    assert status.phase == "Succeeded", log
+    seen = json.loads(log.strip().splitlines()[-1])
+    assert seen["kubernetes"] == kube.SERVICE_IP
+    assert seen["web"] == cluster_ip
+    assert seen["answer"] == "web-0"
+    assert f"search {restricted}.svc.cluster.local svc.cluster.local" in seen["resolv"]
+    events = core.list_namespaced_event(restricted).items
+    assert not [e.message for e in events if e.reason == "MissingClusterDNS"]
 
 
 HOG = """

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sluice_dev import netns
+from sluice_dev import netns, registry
 from sluice_dev.paths import Layout
-from sluice_dev.realnode import binaries, plan
+from sluice_dev.realnode import binaries, dns, plan
+from sluice_dev.realnode import servers as realnode_servers
+from sluice_dev.servers import kube
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +70,9 @@ def test_cni_and_kubelet_configs_use_the_workers_range_and_address(tmp_path: Pat
     ranges = cni["plugins"][0]["ipam"]["ranges"]
     assert ranges == [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]]
     assert cni["plugins"][0]["ipMasq"] is False
-    kubelet = json.loads(plan.kubelet_config(node, Path("/ca.crt")))
+    kubelet = json.loads(plan.kubelet_config(node, Path("/ca.crt"), "10.250.0.1", "cluster.local"))
+    assert kubelet["clusterDNS"] == ["10.250.0.1"]
+    assert kubelet["clusterDomain"] == "cluster.local"
     assert kubelet["address"] == node.address
     assert kubelet["cgroupRoot"] == node.cgroup_root
     assert kubelet["containerRuntimeEndpoint"] == f"unix://{node.socket}"
@@ -120,3 +124,27 @@ def test_kube_proxy_covers_every_workers_pods_and_leaves_the_machines_conntrack(
         assert config["healthzBindAddress"] == f"{node.address}:{plan.KUBE_PROXY_HEALTHZ}"
         assert config["conntrack"]["maxPerCore"] == 0
         assert config["nodePortAddresses"] == [f"{node.address}/32"]
+
+
+def test_the_cluster_dns_serves_the_cluster_zone_on_the_stacks_address_and_nothing_else() -> None:
+    corefile = dns.corefile("/conf/node.kubeconfig")
+    assert f"bind {dns.address()}" in corefile
+    assert f"kubernetes {dns.DOMAIN} in-addr.arpa ip6.arpa {{" in corefile
+    assert f"kubeconfig /conf/node.kubeconfig {kube.CLUSTER_NAME}" in corefile
+    assert "forward" not in corefile, "nothing outside the cluster is reachable"
+    assert dns.address() == netns.ADDRESS
+    rules = {r: rule["verbs"] for rule in dns.CLUSTER_ROLE["rules"] for r in rule["resources"]}  # type: ignore[index]
+    assert rules == {
+        r: ["list", "watch"] for r in ("services", "pods", "namespaces", "endpointslices")
+    }
+
+
+def test_only_real_nodes_binaries_wait_until_a_worker_starts() -> None:
+    """``make provision`` (and so ``make test``) builds no kubelet, pause image or
+    CoreDNS; a worker's servers name them, so its first start builds them."""
+    plain = {artifact.name for artifact in registry.provisioned()}
+    on_demand = {a.name for a in registry.ARTIFACTS} - plain
+    assert on_demand == {"kubernetes-node", "pause", "coredns"}
+    needed = {a for s in realnode_servers.SERVERS for a in s.artifacts}
+    assert on_demand <= needed
+    assert {"kafka", "cassandra", "kubernetes", "etcd"} <= plain

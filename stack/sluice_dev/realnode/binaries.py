@@ -3,7 +3,8 @@ Kubernetes, the pods' sandbox (pause) image, containerd and the CNI plugins.
 
 The kubelet and kube-proxy are built from the same private module as the control
 plane (``stack/go/kubernetes``), with the same version stamps, into an artifact of
-their own, so a machine that never runs a real node does not build them. The pause
+their own, built on demand (when a worker first starts), so a machine that never runs
+a real node does not build them. The pause
 image is Kubernetes' own ``build/pause/linux/pause.c`` from that module, compiled
 statically and packed as an OCI image archive here (one layer, ``/pause``, uid 65535)
 that containerd imports: no registry is reachable to pull ``registry.k8s.io/pause``.
@@ -36,7 +37,7 @@ BUILD = GoBuild(
     ("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
     ldflags=tuple(stamp_flags(kube.version_stamps())),
 )
-ARTIFACT = go_artifact("kubernetes-node", versions.KUBERNETES, BUILD)
+ARTIFACT = go_artifact("kubernetes-node", versions.KUBERNETES, BUILD, on_demand=True)
 
 
 def kubelet(layout: Layout) -> Path:
@@ -169,6 +170,7 @@ PAUSE = Artifact(
     _build_pause,
     recipe=(Path(__file__),),
     compiles=True,
+    on_demand=True,
 )
 
 

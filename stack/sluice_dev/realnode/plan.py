@@ -188,17 +188,18 @@ def cni_config(node: Worker) -> str:
     )
 
 
-def kubelet_config(node: Worker, client_ca: Path) -> str:
+def kubelet_config(node: Worker, client_ca: Path, cluster_dns: str, cluster_domain: str) -> str:
     """The kubelet's KubeletConfiguration (JSON is YAML).
 
     Its API (logs, exec) takes client certificates of the stack's CA and asks the API
     server who may do what; no read-only port. Eviction thresholds are set low: the
     stack shares the machine's disk, whose fill level is not the node's doing.
-    ``resolvConf`` is empty: there is no cluster DNS yet (pods resolve through their
-    ``/etc/hosts`` only). ``localStorageCapacityIsolation`` stays on (the default):
-    off, the kubelet's cAdvisor collects no filesystem usage with a CRI runtime, the
-    node reports no ``ephemeral-storage``, and no driver pod (its scratch emptyDir
-    asks for some) could be scheduled on it.
+    Pods resolve names through ``cluster_dns`` (the stack's CoreDNS, for
+    ``cluster_domain``); ``resolvConf`` is empty: the node has no resolver of its own
+    to pass on (nothing outside is reachable). ``localStorageCapacityIsolation``
+    stays on (the default): off, the kubelet's cAdvisor collects no filesystem usage
+    with a CRI runtime, the node reports no ``ephemeral-storage``, and no driver pod
+    (its scratch emptyDir asks for some) could be scheduled on it.
     """
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -222,6 +223,8 @@ def kubelet_config(node: Worker, client_ca: Path) -> str:
         "podCIDR": node.pod_cidr,
         "podLogsDir": str(node.data / POD_LOGS),
         "resolvConf": "",
+        "clusterDNS": [cluster_dns],
+        "clusterDomain": cluster_domain,
         "serializeImagePulls": False,
         "evictionHard": {
             "memory.available": "100Mi",

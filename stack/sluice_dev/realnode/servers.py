@@ -1,7 +1,8 @@
 """Real nodes as servers of the local stack: ``containerd-N`` and ``kubelet-N`` for
 each worker ``N`` (``sluice-worker-N`` in the API), both optional.
 
-``kube-proxy-N`` routes Services' ClusterIPs in the worker's namespace.
+``kube-proxy-N`` routes Services' ClusterIPs in the worker's namespace; the kubelets
+need ``cluster-dns`` (:mod:`sluice_dev.realnode.dns`), the pods' resolver.
 ``sluice-dev up kube-proxy-1 kube-proxy-2`` (with ``SLUICE_NETNS=1``, after ``make
 provision`` and ``make images``) starts two workers: each a containerd and a kubelet
 of the pinned Kubernetes in the worker's own network namespace, running pods in
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 from sluice_dev import netns
 from sluice_dev.paths import Layout
-from sluice_dev.realnode import binaries, plan, runtime
+from sluice_dev.realnode import binaries, dns, plan, runtime
 from sluice_dev.realnode.plan import Worker
 from sluice_dev.servers import kube
 from sluice_dev.servers.base import Server
@@ -84,7 +85,7 @@ def _kubelet_prepare(index: int, layout: Layout) -> None:
     _require_netns()
     node = plan.worker(layout, index)
     runtime.load(node, plan.PAUSE_IMAGE, binaries.pause_archive(layout))
-    config = plan.kubelet_config(node, kube.ca_cert(layout))
+    config = plan.kubelet_config(node, kube.ca_cert(layout), dns.address(), dns.DOMAIN)
     kube.write_if_changed(node.conf / "kubelet.json", config)
 
 
@@ -139,7 +140,7 @@ def _worker_servers(index: int) -> tuple[Server, Server, Server]:
         name=kubelet_name(index),
         argv=lambda layout: _kubelet_argv(index, layout),
         probe=lambda layout: kube.node_problem(layout, node(layout).name),
-        requires=(containerd.name, kube.APISERVER),
+        requires=(containerd.name, kube.APISERVER, dns.NAME),
         artifacts=(binaries.ARTIFACT.name, binaries.PAUSE.name),
         prepare=lambda layout: _kubelet_prepare(index, layout),
         start_timeout=90.0,
@@ -160,7 +161,8 @@ def _worker_servers(index: int) -> tuple[Server, Server, Server]:
     return containerd, kubelet, kube_proxy
 
 
-SERVERS: tuple[Server, ...] = tuple(
-    server for index in plan.WORKERS for server in _worker_servers(index)
+SERVERS: tuple[Server, ...] = (
+    *dns.SERVERS,
+    *(server for index in plan.WORKERS for server in _worker_servers(index)),
 )
-ARTIFACTS = binaries.ARTIFACTS
+ARTIFACTS = (*binaries.ARTIFACTS, dns.ARTIFACT)

@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -381,13 +381,21 @@ def _controller_manager_argv(layout: Layout) -> Sequence[str]:
         # disruption", where a small cluster taints no lost node at all. Only a zone
         # with every node down counts as disrupted here.
         "--unhealthy-zone-threshold=1.0",
-        # Pod IPs here are loopback addresses (the node agent's), which the API server
-        # refuses in Endpoints and EndpointSlices: these controllers would fail on
-        # every sync of a Service over a running pod (each driver has a headless one)
-        # with Warning Events, burying everyone else's. Nothing routes Services here.
-        f"--controllers=*,{','.join(f'-{name}' for name in ENDPOINT_CONTROLLERS)}",
+        *_controllers(),
         "--v=1",
     ]
+
+
+def _controllers() -> list[str]:
+    """The node agent's pod IPs are loopback addresses, which the API server refuses
+    in Endpoints and EndpointSlices: there, the endpoint controllers would fail on
+    every sync of a Service over a running pod (each driver has a headless one) with
+    Warning Events, burying everyone else's, and nothing routes Services anyway. In
+    the stack's namespace (real nodes) pods have real addresses, kube-proxy routes
+    Services and the cluster DNS answers for them: every controller runs."""
+    if netns.ENABLED:
+        return []
+    return [f"--controllers=*,{','.join(f'-{name}' for name in ENDPOINT_CONTROLLERS)}"]
 
 
 def _scheduler_argv(layout: Layout) -> Sequence[str]:
@@ -468,14 +476,22 @@ def node_agent_binding() -> dict[str, object]:
     return group_binding(NODE_AGENT_BINDING, NODE_AGENT_CLUSTER_ROLE, NODE_AGENT_GROUP)
 
 
+RBAC: Final = "/apis/rbac.authorization.k8s.io/v1"
+
+
 def ensure_binding(layout: Layout, body: Mapping[str, Any]) -> tuple[int, bytes]:
-    """Create the ClusterRoleBinding ``body`` unless it exists: (status, body) of the
-    last request, 200 when it is in place (created meanwhile by another caller too)."""
-    bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
+    """Create the ClusterRoleBinding ``body`` unless it exists (:func:`ensure_created`)."""
+    return ensure_created(layout, f"{RBAC}/clusterrolebindings", body)
+
+
+def ensure_created(layout: Layout, collection: str, body: Mapping[str, Any]) -> tuple[int, bytes]:
+    """Create the cluster-scoped object ``body`` in ``collection`` (an API path) unless
+    it exists: (status, body) of the last request, 200 when it is in place (created
+    meanwhile by another caller too)."""
     name = body["metadata"]["name"]
-    status, answer = api_request(layout, "GET", f"{bindings}/{name}")
+    status, answer = api_request(layout, "GET", f"{collection}/{name}")
     if status == 404:
-        status, answer = api_request(layout, "POST", bindings, body)
+        status, answer = api_request(layout, "POST", collection, body)
         if status in (201, 409):  # 409: created meanwhile by a concurrent caller
             status = 200
     return status, answer
