@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -83,8 +83,10 @@ images: setup
 up: provision
 	$(BIN)/sluice-dev up
 
+# `make down` stops the stack and, when `make demo` made one, the demo's stack too.
 down:
 	$(BIN)/sluice-dev down
+	@if [ -d $(DEMO_STACK) ]; then $(DEMO_ENV) $(BIN)/sluice-dev down; fi
 
 status:
 	$(BIN)/sluice-dev status
@@ -141,7 +143,16 @@ test-long: provision images
 test-hostile: provision
 	$(BIN)/pytest -m hostile -s
 
-demo: provision
+# The demo on real nodes: the job image built from Dockerfile.job runs in containers
+# under the pinned kubelet, with containerd and runc, in a stack of its own (its own
+# directory and network namespace; needs root, as `make images` does).
+# `make demo-agent` runs the same demo on the node agent, in the stack of `make up`.
+DEMO_STACK := $(CURDIR)/.stack-demo
+DEMO_ENV := SLUICE_NETNS=1 SLUICE_STACK_DIR=$(DEMO_STACK)
+demo: provision images
+	$(DEMO_ENV) $(BIN)/sluice-dev demo
+
+demo-agent: provision
 	$(BIN)/sluice-dev demo
 
 # The chaos soak of issue 12 (sluice-dev soak): 500,000 events from a transactional

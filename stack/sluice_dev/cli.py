@@ -220,7 +220,13 @@ def _parser() -> argparse.ArgumentParser:
     cmd.set_defaults(run=_pipeline_apply)
 
     cmd = sub.add_parser("demo", help="run the KPI pipeline through a node failure and an upgrade")
-    cmd.add_argument("--events", type=int, default=36_000, help="events produced")
+    cmd.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="events produced (default: 60,000 on real nodes, 36,000 on the node agent: "
+        "production outlasts the upgrade)",
+    )
     cmd.add_argument("--rate", type=float, default=200.0, help="events per second")
     cmd.set_defaults(run=_demo)
 

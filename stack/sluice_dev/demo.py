@@ -1,16 +1,18 @@
 """``make demo``: the KPI example on the local stack, through a node failure and a code
 upgrade, ending with what a user checks: every event counted once.
 
-Steps: start the stack; install the CRD; start the operator (a process of the stack,
-watching namespace ``sluice-demo``); register the job images ``sluice-demo/job:v1``
-and ``:v2`` with the node agent; create the topic and the KPI table; apply
-``examples/kpi-pipeline.yaml`` with local addresses; produce events at a steady rate;
-partition the driver's node (the driver keeps running there, a zombie, and is fenced)
-and time the failover; apply the v2 image (a warm handover: v2 starts as a standby
-while v1 runs) and time the upgrade, and the handover gap from the batch history (v1's
-last commit to v2's first); wait until the
-checkpoint holds Kafka's end offsets; compare the KPI table with the events produced,
-window by window. The stack and the operator stay up to be explored.
+Steps: start the stack with its nodes (real nodes under ``make demo``, the node agent
+under ``make demo-agent``: :mod:`sluice_dev.demonodes`); install the CRD; start the
+operator (a process of the stack, watching namespace ``sluice-demo``, which Pod
+Security admission holds to ``restricted``); give the nodes the job image as ``v1``
+and ``v2``; create the topic and the KPI table; apply ``examples/kpi-pipeline.yaml``
+with local addresses; produce events at a steady rate; lose the driver's node (its
+kubelet stops, or the node agent partitions it: the driver keeps running there, a
+zombie, and is fenced) and time the failover; apply the v2 image (a warm handover: v2
+starts as a standby while v1 runs) and time the upgrade, and the handover gap from the
+batch history (v1's last commit to v2's first); wait until the checkpoint holds Kafka's
+end offsets; compare the KPI table with the events produced, window by window. The
+stack and the operator stay up to be explored.
 
 Every run uses fresh topic names and a fresh pipeline (a previous demo pipeline is
 deleted first), so a second run starts clean.
@@ -30,20 +32,17 @@ from typing import Any, Final
 import yaml
 
 from sluice_api import cluster
-from sluice_dev import localcluster, ports, stack
+from sluice_dev import demonodes, localcluster, ports, stack
 from sluice_dev.events import EventFactory, normalised_page
 from sluice_dev.kubectl import Kubectl
-from sluice_dev.nodeagent import control
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import Background, ensure_topic
-from sluice_dev.servers import kube
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
 
 NAMESPACE: Final = "sluice-demo"
 PIPELINE: Final = "page-kpis"
 KEYSPACE: Final = "sluice_demo"
-IMAGE: Final = "sluice-demo/job"
 OPERATOR: Final = "demo-operator"
 OPERATOR_PORT: Final = 18090 + ports.OFFSET
 DRIVER_METRICS_PORT: Final = 8090
@@ -83,21 +82,29 @@ def say(text: str) -> None:
     print(f"[demo {datetime.now().strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def run(layout: Layout, *, events: int, rate: float) -> int:
+def run(layout: Layout, *, events: int | None, rate: float) -> int:
     stamp = datetime.now(UTC).strftime("%H%M%S")
     topic, dead_letters = f"ui-events-{stamp}", f"ui-events-dlq-{stamp}"
     factory = EventFactory(seed=int(stamp))
-    say("1/8 starting the local stack (Kafka, Cassandra, Kubernetes, node agent)")
-    stack.up(layout, say=lambda line: print(f"    {line}", flush=True))
+    nodes = demonodes.for_stack()
+    events = nodes.events if events is None else events
+    say(f"1/8 starting the local stack (Kafka, Cassandra, Kubernetes, {nodes.what})")
+    nodes.up(layout, say=lambda line: print(f"    {line}", flush=True))
     kubectl = Kubectl(layout)
 
     say("2/8 installing the CRD and starting the operator")
     localcluster.operator_for(
-        layout, kubectl, namespace=NAMESPACE, name=OPERATOR, port=OPERATOR_PORT, say=say
+        layout,
+        kubectl,
+        namespace=NAMESPACE,
+        name=OPERATOR,
+        port=OPERATOR_PORT,
+        say=say,
+        pod_security="restricted",
     )
 
-    say("3/8 job images sluice-demo/job:v1 and :v2 on the node agent")
-    localcluster.register_job_images(layout, IMAGE, ("v1", "v2"))
+    say(f"3/8 job images {nodes.image}:v1 and :v2 on {nodes.what}")
+    v1, v2 = nodes.images(layout, ("v1", "v2"))
     if _pipeline(kubectl) is not None:
         say("    deleting the previous demo pipeline (its driver stops cleanly)")
         kubectl("delete", "streamingpipeline", PIPELINE, "-n", NAMESPACE, "--timeout=180s")
@@ -108,8 +115,8 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     cassandra = Cassandra(kubectl.cluster_id())
     cassandra.reset()
 
-    say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {IMAGE}:v1)")
-    manifest = localized(_example(), topic, dead_letters, f"{IMAGE}:v1")
+    say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {v1})")
+    manifest = localized(_example(), topic, dead_letters, v1)
     print(kubectl.apply(manifest).rstrip(), flush=True)
     producer = Background(BOOTSTRAP, topic, events, rate, factory).start()
     say(f"    producing {events:,} events at {rate:.0f}/s in the background")
@@ -120,23 +127,23 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     )
 
     summary = Summary(records_in=events)
-    say("6/8 forced node failure: partitioning the driver's node")
+    say("6/8 forced node failure: losing the driver's node")
     node = _driver_node(kubectl, status["driverPod"])
     epoch = int(status["epoch"])
     began = time.monotonic()
-    control.partition(layout, node)
-    say(f"    node {node} partitioned: heartbeats stop, its driver keeps running (a zombie)")
+    how = nodes.lose(layout, node)
+    say(f"    node {node} lost, {how} (a zombie)")
     watch.until(lambda s: _running(s, epoch + 1), "a new driver on the other node", 240)
     summary.failover_seconds = time.monotonic() - began
-    say(f"    failover in {summary.failover_seconds:.1f}s; healing {node}")
-    control.heal(layout, node)
+    say(f"    failover in {summary.failover_seconds:.1f}s; bringing {node} back")
+    nodes.heal(layout, node)
 
-    say(f"7/8 code upgrade: kubectl apply with image {IMAGE}:v2")
+    say(f"7/8 code upgrade: kubectl apply with image {v2}")
     epoch = int(_pipeline(kubectl)["status"]["epoch"])  # type: ignore[index]
     began = time.monotonic()
-    print(kubectl.apply(localized(_example(), topic, dead_letters, f"{IMAGE}:v2")).rstrip())
+    print(kubectl.apply(localized(_example(), topic, dead_letters, v2)).rstrip())
     watch.until(
-        lambda s: _running(s, epoch + 1) and s.get("image") == f"{IMAGE}:v2",
+        lambda s: _running(s, epoch + 1) and s.get("image") == v2,
         "the v2 driver Running",
         240,
     )
@@ -165,20 +172,25 @@ def run(layout: Layout, *, events: int, rate: float) -> int:
     print()
     for line in summary.lines():
         print(line)
-    print(
-        f"""
-The stack and the operator keep running. Explore:
-  export KUBECONFIG={layout.kubeconfig}
-  {kube.kubectl(layout)} -n {NAMESPACE} get sp -o wide
-  {kube.kubectl(layout)} -n {NAMESPACE} describe sp {PIPELINE}
-  curl -s {metrics} | grep ^sluice_        (the driver)
-  curl -s http://127.0.0.1:{OPERATOR_PORT}/metrics | grep ^sluice_   (the operator)
-  .venv/bin/sluice-dev produce --topic {topic} --rate 100 --count 1000
-  .venv/bin/sluice-dev logs {OPERATOR}
-Stop everything with:  make down""",
-        flush=True,
-    )
+    print(explore(nodes.shell(layout), metrics, topic), flush=True)
     return 0 if summary.missing == 0 and summary.duplicates == 0 else 1
+
+
+def explore(shell: str, metrics: str, topic: str) -> str:
+    """What to try next, each command run where the stack is (``shell``: the prefix
+    that puts a command in the stack's namespace, or its environment)."""
+    operator = f"http://127.0.0.1:{OPERATOR_PORT}/metrics"
+    return f"""
+The stack and the operator keep running. Explore (each command runs where the stack
+runs, with its KUBECONFIG and kubectl):
+  {shell} kubectl -n {NAMESPACE} get sp,pods -o wide
+  {shell} kubectl -n {NAMESPACE} describe sp {PIPELINE}
+  {shell} kubectl -n {NAMESPACE} logs <the driver pod>
+  {shell} curl -s {metrics} | grep ^sluice_        (the driver)
+  {shell} curl -s {operator} | grep ^sluice_   (the operator)
+  {shell} .venv/bin/sluice-dev produce --topic {topic} --rate 100 --count 1000
+  {shell} .venv/bin/sluice-dev logs {OPERATOR}
+Stop everything with:  make down"""
 
 
 # -- the pipeline --------------------------------------------------------------------
@@ -246,8 +258,9 @@ def _driver_metrics(kubectl: Kubectl) -> str:
 
 
 def driver_metrics_url(pod: Mapping[str, Any]) -> str:
-    """Where the driver ``pod`` (as JSON) serves its metrics: its own pod IP, which the
-    node agent gives each pod (a pure function)."""
+    """Where the driver ``pod`` (as JSON) serves its metrics: its own pod IP, on a real
+    node as on the node agent, which gives each pod a loopback address (a pure
+    function)."""
     ip = (pod.get("status") or {}).get("podIP") or "<the driver pod's IP>"
     return f"http://{ip}:{DRIVER_METRICS_PORT}/metrics"
 

@@ -32,6 +32,7 @@ OPERATOR_START_TIMEOUT: Final = 120.0
 
 
 CRD_NAME: Final = "streamingpipelines.sluice.dev"
+PSA_ENFORCE: Final = "pod-security.kubernetes.io/enforce"
 
 
 def install_crd(kubectl: Kubectl, *, timeout: float = 60.0, poll: float = 0.2) -> None:
@@ -51,12 +52,23 @@ def install_crd(kubectl: Kubectl, *, timeout: float = 60.0, poll: float = 0.2) -
 
 
 def operator_for(
-    layout: Layout, kubectl: Kubectl, *, namespace: str, name: str, port: int, say: Say
+    layout: Layout,
+    kubectl: Kubectl,
+    *,
+    namespace: str,
+    name: str,
+    port: int,
+    say: Say,
+    pod_security: str | None = None,
 ) -> None:
-    """The CRD installed, ``namespace`` created and an operator process of the stack
-    (``name``, health and metrics on ``port``) serving it; one already running is kept."""
+    """The CRD installed, ``namespace`` created (with ``pod_security``, the Pod
+    Security Standard the API server enforces on its pods) and an operator process of
+    the stack (``name``, health and metrics on ``port``) serving it; one already
+    running is kept."""
     install_crd(kubectl)
-    kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    labels = {} if pod_security is None else {PSA_ENFORCE: pod_security}
+    metadata = {"name": namespace, "labels": labels}
+    kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
     pid = procs.read_pid(layout.pidfile(name))
     if pid is not None and procs.pid_alive(pid):
         say(f"operator already running (pid {pid}), log {layout.log(name)}")

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from sluice_api.spec import PipelineSpec
-from sluice_dev import demo
+from sluice_dev import demo, demonodes
 from sluice_dev.events import EventFactory
 from sluice_operator import builders
 
@@ -54,3 +54,15 @@ def test_the_demo_upgrades_by_warm_handover_and_measures_the_gap_from_the_histor
     commits += [(3, at + timedelta(seconds=7.25)), (3, at + timedelta(seconds=9))]
     assert demo.gap(commits, 2, 3) == 1.75
     assert demo.gap(commits[:3], 2, 3) is None, "not before the new epoch has committed"
+
+
+def test_every_command_the_demo_suggests_runs_where_the_stack_runs() -> None:
+    """On real nodes the stack lives in its own network namespace: a command the demo
+    prints must go there (``sluice-dev exec``) or it reaches nothing."""
+    shell = "SLUICE_NETNS=1 SLUICE_STACK_DIR=/x/.stack-demo .venv/bin/sluice-dev exec --"
+    text = demo.explore(shell, "http://10.251.1.3:8090/metrics", "ui-events-1")
+    commands = [line.strip() for line in text.splitlines() if line.startswith("  ")]
+    assert len(commands) >= 6
+    assert all(command.startswith(shell) for command in commands)
+    assert any("10.251.1.3:8090" in command for command in commands)
+    assert demonodes.RealNodes().events > demonodes.AgentNodes().events

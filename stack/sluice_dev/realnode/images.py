@@ -9,6 +9,7 @@ images (kind's ``kind load``) does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from sluice_dev.oci.podman import Podman
@@ -36,3 +37,12 @@ def archive(layout: Layout, image: str) -> Path:
 def load(layout: Layout, node: Worker, image: str) -> bool:
     """Give ``node`` the image ``image``; whether it had to be imported."""
     return runtime.load(node, image, archive(layout, image))
+
+
+def load_as(layout: Layout, node: Worker, image: str, aliases: Sequence[str]) -> None:
+    """Give ``node`` the image ``image`` under each of ``aliases`` too (``ctr images
+    tag``: one image, several names, as a registry serves one digest under two tags)."""
+    load(layout, node, image)
+    missing = [alias for alias in aliases if alias not in runtime.images(node)]
+    if missing:
+        runtime.ctr(node, "images", "tag", image, *missing)
