@@ -13,6 +13,7 @@ sluice-dev logs POD [-n NS] [-c C] [-p]    a pod's log, from the node agent's fi
 sluice-dev node partition|crash|heal NODE   fault switches of the node agent
 sluice-dev produce --topic T --rate R --count N   sample events with sequence numbers
 sluice-dev produce --pubsub --topic T [--subscription S] --count N   the same, to Pub/Sub
+sluice-dev cql "STATEMENT"           a CQL statement on the stack's Cassandra, rows as a table
 sluice-dev image build DIR --tag NAME:TAG   a derived job image for the node agent
 sluice-dev operator start|stop [--namespace NS]   an operator serving one namespace
 sluice-dev pipeline apply FILE [--namespace NS] [--cql FILE]   a manifest run on the stack
@@ -179,6 +180,10 @@ def _parser() -> argparse.ArgumentParser:
         "--refresh-bases", action="store_true", help="make the base images again (Debian updates)"
     )
     cmd.set_defaults(run=_images)
+
+    cmd = sub.add_parser("cql", help="run a CQL statement on the stack's Cassandra")
+    cmd.add_argument("statement", help='for example "SELECT * FROM clicks.click_scores LIMIT 5"')
+    cmd.set_defaults(run=_cql)
 
     cmd = sub.add_parser("image", help="images the node agent runs")
     images = cmd.add_subparsers(dest="image_command", required=True)
@@ -369,6 +374,22 @@ def _node(layout: Layout, args: argparse.Namespace) -> int:
     action = {"partition": control.partition, "crash": control.crash, "heal": control.heal}
     action[args.action](layout, args.node)
     print(f"{args.node}: {args.action}")
+    return 0
+
+
+def _cql(_layout: Layout, args: argparse.Namespace) -> int:
+    from cassandra import DriverException, OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+
+    from sluice_dev import cqlquery
+    from sluice_dev.servers.cassandra import CONTACT
+
+    try:
+        lines = cqlquery.run(CONTACT, args.statement)
+    except (DriverException, NoHostAvailable, OperationTimedOut) as err:  # Cassandra's words
+        print(f"sluice-dev cql: {err}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
     return 0
 
 
