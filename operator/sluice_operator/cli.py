@@ -172,13 +172,31 @@ def _listed(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+class RetriesAreWarnings(logging.Filter):
+    """kopf logs each retried API request at error level ("Request attempt #1/9
+    failed; will retry: ..."), as for a 429 from an API server still setting up a CRD
+    it was just given; the retry is a warning. Its last attempt ("escalating") stays
+    an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno == logging.ERROR
+            and record.name.startswith("kopf.")
+            and "failed; will retry:" in record.getMessage()
+        ):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def configure_logging(level: int, stream: TextIO | None = None) -> None:
     """Every logger (the operator's and kopf's) writes JSON lines to stderr, in the
     driver's format (``sluice_api.logformat``). kopf's own info lines (a handler
     succeeded, for every pod and pipeline event) are framework chatter: written only
-    at debug (``--verbose``); its warnings and errors always."""
+    at debug (``--verbose``); its warnings and errors always, a retried request as a
+    warning (:class:`RetriesAreWarnings`)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(RetriesAreWarnings())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -307,8 +307,14 @@ def _status(layout: Layout, _args: argparse.Namespace) -> int:
 
 
 def _env(layout: Layout, _args: argparse.Namespace) -> int:
+    from sluice_dev.servers import kube, tools
+
     for key, value in stack.exports(layout).items():
         print(f"export {key}={shlex.quote(value)}")
+    # The provisioned kubectl and helm first on PATH: the README's kubectl commands
+    # work without one of the user's own (or with one of another version).
+    found = [kube.kubectl(layout).parent, tools.helm(layout).parent]
+    print(f'export PATH={":".join(shlex.quote(str(d)) for d in found)}:"$PATH"')
     return 0
 
 

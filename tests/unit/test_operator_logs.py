@@ -40,7 +40,7 @@ def test_the_operator_and_kopf_log_json_lines_like_the_driver() -> None:
     assert all(e["ts"].endswith("+00:00") for e in lines)
 
 
-def logged(level: int, emit: Callable[[], None]) -> list[tuple[str, str]]:
+def captured(level: int, emit: Callable[[], None]) -> list[dict[str, str]]:
     out = io.StringIO()
     root, kopf = logging.getLogger(), logging.getLogger("kopf")
     saved = (root.handlers[:], root.level, kopf.level)
@@ -51,7 +51,11 @@ def logged(level: int, emit: Callable[[], None]) -> list[tuple[str, str]]:
         root.handlers[:], _, _ = saved
         root.setLevel(saved[1])
         kopf.setLevel(saved[2])
-    return [(e["logger"], e["event"]) for e in map(json.loads, out.getvalue().splitlines())]
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def logged(level: int, emit: Callable[[], None]) -> list[tuple[str, str]]:
+    return [(e["logger"], e["event"]) for e in captured(level, emit)]
 
 
 def kopf_and_operator() -> None:
@@ -73,3 +77,19 @@ def test_kopf_chatter_is_debug_and_its_warnings_stay() -> None:
     assert ("kopf.objects", "Handler 'on_pod' succeeded.") in logged(
         logging.DEBUG, kopf_and_operator
     )
+
+
+def test_a_request_kopf_retries_is_a_warning_and_one_it_gives_up_on_an_error() -> None:
+    """Seen by a new user's first ``operator start``: the API server, still serving
+    the CRD it was just given, answered 429 "storage is (re)initializing"; kopf retried
+    and went on, but logged the retry at error level, the first line after the
+    operator's start. A retry is a warning; kopf's last attempt ("escalating") stays
+    an error."""
+
+    def retries() -> None:
+        api = logging.getLogger("kopf._cogs.clients.watching")
+        api.error("Request attempt #1/9 failed; will retry: GET /apis/x -> 429")
+        api.error("Request attempt #9/9 failed; escalating: GET /apis/x -> 429")
+
+    levels = [(e["level"], e["event"][:22]) for e in captured(logging.INFO, retries)]
+    assert levels == [("warning", "Request attempt #1/9 f"), ("error", "Request attempt #9/9 f")]
