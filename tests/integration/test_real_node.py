@@ -98,6 +98,16 @@ def _pod_status(core: Any, namespace: str, name: str) -> Any:
     return core.read_namespaced_pod(name, namespace).status
 
 
+def _completed(layout: Layout, core: Any, namespace: str, pod: dict[str, Any]) -> Any:
+    """Run ``pod`` to its end; the JSON of its log's last line, once it succeeded."""
+    name = pod["metadata"]["name"]
+    _apply(layout, namespace, pod)
+    status = _wait_phase(core, namespace, name, {"Succeeded", "Failed"}, timeout=180)
+    log = core.read_namespaced_pod_log(name, namespace)
+    assert status.phase == "Succeeded", log
+    return json.loads(log.strip().splitlines()[-1])
+
+
 def _wait_phase(core: Any, namespace: str, name: str, phases: set[str], timeout: float) -> Any:
     return wait_for(
         lambda: (s := _pod_status(core, namespace, name)).phase in phases and s,
@@ -203,11 +213,7 @@ def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
     workers: tuple[plan.Worker, ...], kube_stack: Layout, core: Any, restricted: str
 ) -> None:
     pod = _pod("version", workers[1].name, VERSION, automountServiceAccountToken=True)
-    _apply(kube_stack, restricted, pod)
-    status = _wait_phase(core, restricted, "version", {"Succeeded", "Failed"}, timeout=180)
-    log = core.read_namespaced_pod_log("version", restricted)
-    assert status.phase == "Succeeded", log
-    seen = json.loads(log.strip().splitlines()[-1])
+    seen = _completed(kube_stack, core, restricted, pod)
     assert seen["host"] == kube.SERVICE_IP
     assert seen["gitVersion"] == "v1.34.4"
 
@@ -295,11 +301,7 @@ def test_pods_resolve_services_by_name_through_the_cluster_dns(
     cluster_ip = core.read_namespaced_service("web", restricted).spec.cluster_ip
 
     client = _pod("resolver", workers[1].name, RESOLVE, dnsPolicy="ClusterFirst")
-    _apply(kube_stack, restricted, client)
-    status = _wait_phase(core, restricted, "resolver", {"Succeeded", "Failed"}, timeout=180)
-    log = core.read_namespaced_pod_log("resolver", restricted)
-    assert status.phase == "Succeeded", log
-    seen = json.loads(log.strip().splitlines()[-1])
+    seen = _completed(kube_stack, core, restricted, client)
     assert seen["kubernetes"] == kube.SERVICE_IP
     assert seen["web"] == cluster_ip
     assert seen["answer"] == "web-0"

@@ -4,7 +4,9 @@ plain Python, independently of the Spark code under test."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from sluice_dev.events import EventFactory, normalised_page
 
@@ -21,6 +23,23 @@ def event_row(factory: EventFactory, seq: int) -> tuple[str, int, str, str, str,
         str(event["user_id"]),
         datetime.fromtimestamp(int(str(event["ts"])) / 1000, UTC).replace(tzinfo=None),
     )
+
+
+def mismatched_events(rows: Mapping[str, Any], factory: EventFactory, count: int) -> list[int]:
+    """The sequence numbers of events ``0 .. count-1`` whose row in ``rows`` (by event
+    id, as ``tests.support.state.events`` reads the events table) is missing or not
+    what the events transform makes of the event: empty when every event is there
+    with the right content."""
+    wrong = []
+    for seq in range(count):
+        want = event_row(factory, seq)
+        row = rows.get(want[0])
+        got = None
+        if row is not None:
+            got = (row.event_id, row.seq, row.page, row.action, row.user_id, row.event_time)
+        if got != want:
+            wrong.append(seq)
+    return wrong
 
 
 EVENT_FIELDS = (
