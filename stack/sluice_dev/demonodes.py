@@ -12,18 +12,17 @@ fence must stop), and bring the node back.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
 from sluice_dev import localcluster, netns, stack
 from sluice_dev.nodeagent import control
+from sluice_dev.oci import images as oci_images
 from sluice_dev.paths import Layout
 from sluice_dev.realnode import images, plan
 from sluice_dev.realnode.servers import kube_proxy_name, kubelet_name
 from sluice_dev.servers import cassandra, etcd, kafka, kube
 
 Say = Callable[[str], None]
-REAL_JOB_IMAGE: Final = "localhost/sluice/job:dev"
-"""The job image ``make images`` builds from ``Dockerfile.job``."""
 
 
 class Nodes(Protocol):
@@ -68,7 +67,7 @@ class RealNodes:
         pipeline names, which is what a code upgrade changes)."""
         references = [f"{self.image}:{version}" for version in versions]
         for worker in plan.workers(layout):
-            images.load_as(layout, worker, REAL_JOB_IMAGE, references)
+            images.load_as(layout, worker, oci_images.JOB.dev, references)
         return references
 
     def lose(self, layout: Layout, node: str) -> str:

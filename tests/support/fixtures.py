@@ -20,6 +20,7 @@ import pytest
 
 from sluice_dev import registry
 from sluice_dev import stack as local_stack
+from sluice_dev.oci import images as oci_images
 from sluice_dev.paths import Layout
 
 
@@ -310,7 +311,7 @@ def real_workers(servers: StackServers, kube_stack: Layout) -> tuple[Any, ...]:
     return workers
 
 
-REAL_JOB_IMAGE = "localhost/sluice/job:dev"
+REAL_JOB_IMAGE = oci_images.JOB.dev
 """The job image ``make images`` builds, as real nodes run it."""
 
 

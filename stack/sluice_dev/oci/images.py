@@ -46,6 +46,11 @@ class Recipe:
     def repository(self) -> str:
         return f"localhost/sluice/{self.name}"
 
+    @property
+    def dev(self) -> str:
+        """The moving tag of the last build: what real nodes and the demo run."""
+        return f"{self.repository}:dev"
+
 
 JOB = Recipe(
     "job",
@@ -68,7 +73,7 @@ class Built:
 
     @property
     def dev(self) -> str:
-        return f"{self.recipe.repository}:dev"
+        return self.recipe.dev
 
     def line(self, size: int) -> str:
         how = "cached" if self.cached else f"built in {self.seconds:.0f} s"
