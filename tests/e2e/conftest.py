@@ -18,6 +18,8 @@ from tests.support import agents as private_nodes
 from tests.support.e2e import Setup, job_images
 from tests.support.fixtures import *  # noqa: F403
 from tests.support.operator import Operators, Pipeline
+from tests.support.real_images import PARTITIONS, PLACEMENT_POLICY, RealPlace
+from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
 
@@ -68,3 +70,22 @@ def _delete_and_wait(pipeline: Pipeline) -> None:
         return
     pipeline.delete()
     wait_for(lambda: pipeline.get() is None, timeout=120, what="the pipeline to be deleted")
+
+
+@pytest.fixture
+def real_place(
+    real_workers: tuple[Any, ...],
+    operators: Operators,
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra: Any,
+    cassandra_contact: str,
+    cassandra_keyspace: str,
+) -> RealPlace:
+    """For a pipeline on real nodes: the workers Ready with the job image, a fresh
+    topic, the events table, and the test's operator allowed to place drivers on the
+    workers (``PLACEMENT_POLICY``)."""
+    topic = kafka_topic(partitions=PARTITIONS)
+    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    operators.start(PLACEMENT_POLICY)
+    return RealPlace(kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace)

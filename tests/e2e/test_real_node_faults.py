@@ -36,15 +36,14 @@ from sluice_dev.realnode.servers import kubelet_name
 from sluice_dev.servers import kube
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
-from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import PLACEMENT_POLICY, pipeline_spec
-from tests.support.transforms import EVENTS_TABLE
+from tests.support.operator import Pipeline
+from tests.support.real_images import PARTITIONS, RealPlace
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(1500)]
 
 SEED = 20261130
-PARTITIONS = 2
+
 BATCH = 1_000
 """Events produced before each fault and after the last."""
 CUT_SECONDS = 30.0
@@ -136,17 +135,13 @@ class Run:
 
 def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_a_lost_node(
     real_workers: tuple[plan.Worker, ...],
+    real_place: RealPlace,
     kube_stack: Layout,
-    operators: Operators,
     pipeline: Pipeline,
-    kafka_bootstrap: str,
-    kafka_topic: Any,
     cassandra: Any,
-    cassandra_contact: str,
-    cassandra_keyspace: str,
 ) -> None:
-    topic = kafka_topic(partitions=PARTITIONS)
-    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    kafka_bootstrap, topic = real_place.bootstrap, real_place.topic
+    cassandra_keyspace = real_place.keyspace
     factory = EventFactory(seed=SEED)
     produced = 0
 
@@ -156,16 +151,7 @@ def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_
         produced += BATCH
 
     more()
-    operators.start(PLACEMENT_POLICY)
-    spec = pipeline_spec(
-        REAL_JOB_IMAGE,
-        "sluice_job.examples.events:transform",
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        contact=cassandra_contact,
-        keyspace=cassandra_keyspace,
-        cap=250,
-    )
+    spec = real_place.spec(REAL_JOB_IMAGE, "sluice_job.examples.events:transform", cap=250)
     spec["failover"] = {"nodeLostSeconds": 5}
     pipeline.create(spec)
     run = Run(cassandra, cassandra_keyspace, pipeline.checkpoint_key)

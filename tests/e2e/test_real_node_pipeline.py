@@ -25,15 +25,14 @@ from sluice_dev.produce import produce
 from sluice_dev.realnode import plan, runtime
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
-from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import PLACEMENT_POLICY, pipeline_spec
-from tests.support.transforms import EVENTS_TABLE
+from tests.support.operator import Pipeline
+from tests.support.real_images import PARTITIONS, RealPlace
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
 
 SEED = 20261129
-PARTITIONS = 2
+
 FIRST, SECOND = 3_000, 2_000
 
 
@@ -43,31 +42,17 @@ def _commits_by(cassandra: Any, keyspace: str, pipeline_id: str, epoch: int) -> 
 
 def test_a_pipeline_on_real_nodes_counts_every_event_once_through_a_killed_container(
     real_workers: tuple[plan.Worker, ...],
-    operators: Operators,
+    real_place: RealPlace,
     pipeline: Pipeline,
-    kafka_bootstrap: str,
-    kafka_topic: Any,
     cassandra: Any,
-    cassandra_contact: str,
-    cassandra_keyspace: str,
 ) -> None:
-    topic = kafka_topic(partitions=PARTITIONS)
-    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    kafka_bootstrap, topic = real_place.bootstrap, real_place.topic
+    cassandra_keyspace = real_place.keyspace
     factory = EventFactory(seed=SEED)
     produce(kafka_bootstrap, topic, FIRST, factory=factory)
-    operators.start(PLACEMENT_POLICY)
     applied = time.monotonic()
-    pipeline.create(
-        pipeline_spec(
-            REAL_JOB_IMAGE,
-            "sluice_job.examples.events:transform",
-            bootstrap=kafka_bootstrap,
-            topic=topic,
-            contact=cassandra_contact,
-            keyspace=cassandra_keyspace,
-            cap=1_000,
-        )
-    )
+    entrypoint = "sluice_job.examples.events:transform"
+    pipeline.create(real_place.spec(REAL_JOB_IMAGE, entrypoint, cap=1_000))
     pipeline_id = pipeline.checkpoint_key
 
     wait_for(

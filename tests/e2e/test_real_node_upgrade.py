@@ -23,15 +23,14 @@ from sluice_dev.paths import Layout
 from sluice_dev.produce import Background
 from sluice_dev.realnode import plan
 from tests.support import expected, state
-from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import PLACEMENT_POLICY, e2e_image, pipeline_spec
-from tests.support.transforms import EVENTS_TABLE
+from tests.support.operator import Pipeline
+from tests.support.real_images import PARTITIONS, RealPlace, e2e_image
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(1200)]
 
 SEED = 20261130
-PARTITIONS = 2
+
 RATE = 100.0
 COUNT = 1_000_000
 """More than the test lasts: production runs until the upgrade is done, then stops."""
@@ -39,29 +38,18 @@ COUNT = 1_000_000
 
 def test_v1_stops_cleanly_in_its_container_and_v2_resumes_where_it_committed(
     real_workers: tuple[plan.Worker, ...],
+    real_place: RealPlace,
     kube_stack: Layout,
     core: Any,
-    operators: Operators,
     pipeline: Pipeline,
-    kafka_bootstrap: str,
-    kafka_topic: Any,
     cassandra: Any,
-    cassandra_contact: str,
-    cassandra_keyspace: str,
 ) -> None:
     v1, v2 = (e2e_image(kube_stack, real_workers, version) for version in ("v1", "v2"))
-    topic = kafka_topic(partitions=PARTITIONS)
-    cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
+    kafka_bootstrap, topic = real_place.bootstrap, real_place.topic
+    cassandra_keyspace = real_place.keyspace
     factory = EventFactory(seed=SEED)
     production = Background(kafka_bootstrap, topic, COUNT, RATE, factory).start()
-    operators.start(PLACEMENT_POLICY)
-    where = {
-        "bootstrap": kafka_bootstrap,
-        "topic": topic,
-        "contact": cassandra_contact,
-        "keyspace": cassandra_keyspace,
-    }
-    pipeline.create(pipeline_spec(v1, "sluice_e2e:transform", cap=500, **where))
+    pipeline.create(real_place.spec(v1, "sluice_e2e:transform", cap=500))
     pipeline_id = pipeline.checkpoint_key
     v1_epoch = int(
         wait_for(

@@ -4,6 +4,7 @@ image, for pods of real nodes, and given to every worker."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sluice_dev.oci import images
@@ -38,35 +39,46 @@ REAL_NODES = {"sluice.dev/node": "real"}
 PLACEMENT_POLICY = "--allowed-node-labels=sluice.dev/node"
 """What the operator must allow for that selector (``sluice_operator.podpolicy``)."""
 
+PARTITIONS = 2
+"""The partitions of a real-node test's topic."""
 
-def pipeline_spec(
-    image: str,
-    entrypoint: str,
-    *,
-    bootstrap: str,
-    topic: str,
-    contact: str,
-    keyspace: str,
-    cap: int,
-) -> dict[str, Any]:
-    """A StreamingPipeline spec for real workers: ``image`` and ``entrypoint`` into
-    ``keyspace.events``, checkpointed beside it, batches of ``cap`` per partition."""
-    return {
-        "image": image,
-        "source": {
-            "kafka": {
-                "bootstrapServers": bootstrap,
-                "topics": [topic],
-                "maxRecordsPerPartition": cap,
-            }
-        },
-        "transform": {"entrypoint": entrypoint},
-        "sink": {
-            "cassandra": {"contactPoints": [contact], "keyspace": keyspace, "table": "events"}
-        },
-        "checkpoint": {"cassandra": {"contactPoints": [contact], "keyspace": keyspace}},
-        "trigger": {"intervalSeconds": 1},
-        "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL_NODES}},
-        "upgrade": {"stopTimeoutSeconds": 120},
-        "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
-    }
+
+@dataclass(frozen=True)
+class RealPlace:
+    """Where a real-node test's pipeline reads and writes (the ``real_place`` fixture):
+    a fresh topic of :data:`PARTITIONS` partitions, and the test's keyspace holding
+    the events table."""
+
+    bootstrap: str
+    topic: str
+    contact: str
+    keyspace: str
+
+    def spec(self, image: str, entrypoint: str, *, cap: int) -> dict[str, Any]:
+        """A StreamingPipeline spec for real workers: ``image`` and ``entrypoint`` into
+        the events table, checkpointed beside it, batches of ``cap`` per partition."""
+        return {
+            "image": image,
+            "source": {
+                "kafka": {
+                    "bootstrapServers": self.bootstrap,
+                    "topics": [self.topic],
+                    "maxRecordsPerPartition": cap,
+                }
+            },
+            "transform": {"entrypoint": entrypoint},
+            "sink": {
+                "cassandra": {
+                    "contactPoints": [self.contact],
+                    "keyspace": self.keyspace,
+                    "table": "events",
+                }
+            },
+            "checkpoint": {
+                "cassandra": {"contactPoints": [self.contact], "keyspace": self.keyspace}
+            },
+            "trigger": {"intervalSeconds": 1},
+            "spark": {"driver": {"cores": 1, "memory": "1g", "nodeSelector": REAL_NODES}},
+            "upgrade": {"stopTimeoutSeconds": 120},
+            "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
+        }
