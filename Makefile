@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision provision-nodes images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -73,6 +73,12 @@ audit: setup
 provision: setup
 	$(BIN)/sluice-dev provision
 
+# Everything of provision, and the real nodes' binaries (kubelet, kube-proxy, pause,
+# CoreDNS): built here, on the machine's network, since the stack's network namespace
+# where the workers start reaches no module proxy.
+provision-nodes: setup
+	$(BIN)/sluice-dev provision --real-nodes
+
 # The two images, Dockerfile.job and Dockerfile.operator, built with podman on base
 # images made from Debian's packages (no registry is reachable), cached by what goes
 # into them: localhost/sluice/job:dev and localhost/sluice/operator:dev. Installs
@@ -124,7 +130,7 @@ test-integration: provision images
 # Pods on real nodes: the pinned kubelet with containerd and runc, two workers in
 # network namespaces of the stack's own (sluice_dev.realnode). The session runs in
 # the stack's namespace (SLUICE_NETNS=1), so it uses a stack directory of its own.
-test-node: provision images
+test-node: provision-nodes images
 	SLUICE_NETNS=1 SLUICE_STACK_DIR=$(CURDIR)/.stack-node $(BIN)/pytest -m realnode -s
 
 test-e2e: provision
@@ -149,7 +155,7 @@ test-hostile: provision
 # `make demo-agent` runs the same demo on the node agent, in the stack of `make up`.
 DEMO_STACK := $(CURDIR)/.stack-demo
 DEMO_ENV := SLUICE_NETNS=1 SLUICE_STACK_DIR=$(DEMO_STACK)
-demo: provision images
+demo: provision-nodes images
 	$(DEMO_ENV) $(BIN)/sluice-dev demo
 
 demo-agent: provision

@@ -1,6 +1,7 @@
 """``sluice-dev``: the command line of the local stack.
 
-sluice-dev provision [ARTIFACT...]   build/download everything, cached by version
+sluice-dev provision [ARTIFACT...] [--real-nodes]   build/download everything, cached
+                                     by version (--real-nodes: the real nodes' too)
 sluice-dev up [SERVER...]            start servers (and what they need); idempotent;
                                      optional ones (cassandra-secure) only when named
 sluice-dev down [--purge]            stop everything the stack started
@@ -79,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
 
     cmd = sub.add_parser("provision", help="build or fetch every artifact, cached by version")
     cmd.add_argument("artifacts", nargs="*", metavar="ARTIFACT", help=_names(registry.ARTIFACTS))
+    cmd.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="also what real nodes need (kubelet, kube-proxy, pause, CoreDNS), which a "
+        "plain provision leaves to a worker's first start",
+    )
     cmd.set_defaults(run=_provision)
 
     cmd = sub.add_parser(
@@ -252,7 +259,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _provision(layout: Layout, args: argparse.Namespace) -> int:
     started = time.monotonic()
-    stack.provision(layout, args.artifacts or None, say=lambda line: print(line, flush=True))
+    stack.provision(
+        layout,
+        args.artifacts or None,
+        say=lambda line: print(line, flush=True),
+        real_nodes=args.real_nodes,
+    )
     print(f"provisioned in {time.monotonic() - started:.1f}s (cache: {layout.cache})")
     return 0
 

@@ -59,12 +59,37 @@ def with_requirements(names: Iterable[str] | None) -> list[Server]:
 
 
 def provision(
-    layout: Layout, names: Iterable[str] | None = None, say: Say = print
+    layout: Layout,
+    names: Iterable[str] | None = None,
+    say: Say = print,
+    *,
+    real_nodes: bool = False,
 ) -> list[Outcome]:
-    """Build or fetch every artifact but those built on demand (or the named ones),
-    downloads beside builds; prints a line as each starts and ends."""
-    chosen = list(names) if names else [a.name for a in registry.provisioned()]
+    """Build or fetch every artifact but those built on demand (with ``real_nodes``,
+    those too), or the named ones, downloads beside builds; prints a line as each
+    starts and ends."""
+    every = registry.ARTIFACTS if real_nodes else registry.provisioned()
+    chosen = list(names) if names else [a.name for a in every]
     return provision_all([registry.artifact(name) for name in chosen], layout, say)
+
+
+PROVISION_REAL_NODES = "sluice-dev provision --real-nodes"
+"""What builds every artifact a stack with real nodes needs, on the machine's network."""
+
+
+def unbuilt(layout: Layout, names: Iterable[str]) -> str | None:
+    """Why the stack's network namespace cannot start servers needing ``names``: the
+    artifacts among them not built yet (nothing in the namespace reaches a package
+    registry, so they cannot be built there); None when every one is ready."""
+    missing = [a for a in registry.ARTIFACTS if a.name in set(names) and not a.ready(layout)]
+    if not missing:
+        return None
+    listed = ", ".join(f"{a.name} {a.version}" for a in missing)
+    return (
+        f"not built yet: {listed}; the stack's network namespace reaches no package "
+        f"registry, so build them outside it first: {PROVISION_REAL_NODES} "
+        "(make demo and make test-node do)"
+    )
 
 
 def health(server: Server, layout: Layout) -> Health:
@@ -85,7 +110,11 @@ def status(layout: Layout) -> list[Health]:
 def up(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> None:
     servers = with_requirements(names)
     needed = {a for s in servers for a in s.artifacts}
-    provision(layout, [a.name for a in registry.ARTIFACTS if a.name in needed], say)
+    if netns.inside(layout):
+        if problem := unbuilt(layout, needed):
+            raise StackError(problem)
+    else:
+        provision(layout, [a.name for a in registry.ARTIFACTS if a.name in needed], say)
     _Starter(layout, servers, say).run()
 
 
