@@ -26,6 +26,7 @@ from sluice_operator import clusterid, podpolicy
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, TOKEN_TYPE, Label
 from sluice_operator.decide import DEFAULTS
+from sluice_operator.leader import LeaderElection, process_identity
 
 
 def parser() -> argparse.ArgumentParser:
@@ -238,13 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.no_leader_election:
         leading.set()
     else:
-        from sluice_operator.leader import LeaderElection
-
         election = LeaderElection(kube.api, args.lease_namespace)
         election.acquire()
         leading.set()
     try:
         kopf.run(
+            # kopf's own guess (getpass.getuser) raises for a uid without a passwd
+            # entry. Its Identity is a NewType of str that kopf does not export.
+            identity=process_identity(),  # type: ignore[arg-type]
             standalone=True,
             clusterwide=bool(args.all_namespaces or not args.namespace),
             namespaces=args.namespace or (),

@@ -53,6 +53,14 @@ class Observation:
         return self.record is not None and now - self.seen_at > duration
 
 
+def process_identity() -> str:
+    """Who this operator process is, for the Lease and for kopf: the host (the pod's
+    name in a cluster) and the process id. Not the user's name: a container running
+    as a uid without an /etc/passwd entry (the chart's 10001, or whatever uid a
+    platform assigns) has none, and kopf's own guess (``getpass.getuser``) raises."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 class LeaderElection:
     def __init__(
         self,
@@ -68,7 +76,7 @@ class LeaderElection:
         self.observed = Observation()
         self.namespace, self.name = namespace, name
         self.duration, self.renew = duration, renew
-        self.identity = f"{socket.gethostname()}-{os.getpid()}"
+        self.identity = process_identity()
         self.leading = threading.Event()
         self._stopping = threading.Event()
 

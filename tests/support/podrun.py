@@ -2,7 +2,8 @@
 
 The test has the operator build the pod (``sluice_operator.builders``) and runs its
 container from the image built by ``make images``, with the settings a kubelet
-would apply from the pod spec: the user and group of the pod's security context,
+would apply from the pod spec: the user and group of the pod's security context
+(with no /etc/passwd entry made up for them, as a kubelet's runtime makes none),
 a read-only root filesystem, every capability dropped, no privilege escalation,
 podman's default seccomp profile (RuntimeDefault), the memory limit, each emptyDir
 as a directory owned by ``fsGroup``, the termination message file, the env with its
@@ -106,7 +107,11 @@ def run_pod(
     uid, gid = security["runAsUser"], security.get("runAsGroup", security["runAsUser"])
     fs_group = spec.get("securityContext", {}).get("fsGroup", gid)
     name = f"{pod['metadata']['name']}-{os.getpid()}-{len(list(workdir.iterdir()))}"
+    # --passwd=false: podman adds a passwd entry for the uid when the image has none,
+    # and a kubelet's runtime does not (the operator image crashed on real nodes in
+    # getpass.getuser() with no entry for uid 10001, passing here).
     args = ["run", "--detach", "--name", name, "--network=host", f"--user={uid}:{gid}"]
+    args.append("--passwd=false")
     if security.get("readOnlyRootFilesystem"):
         args.append("--read-only")
     if "ALL" in security.get("capabilities", {}).get("drop", []):
@@ -163,6 +168,7 @@ def image_run(podman: Podman, image: str, *command: str, user: str) -> str:
             "--read-only",
             "--cap-drop=ALL",
             f"--user={user}",
+            "--passwd=false",
             "--entrypoint",
             json.dumps(list(command[:1])),
             image,
