@@ -40,7 +40,10 @@ MASTER: Final = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_P
 """Spark's master in the driver pod: the API server, from the variables every kubelet
 sets for the ``kubernetes`` Service (and expands in env values)."""
 EXECUTOR_CONTAINER: Final = "executor"
-EXECUTOR_WORKDIR: Final = f"{SCRATCH}/work"
+EXECUTOR_WORKDIR: Final = SCRATCH
+"""Where executors fetch the driver's jars and files: the scratch emptyDir's own mount,
+writable by the pod's group. Not a directory below it: that does not exist when the
+container starts, and the runtime (runc) makes it as root, mode 0755."""
 SPARK_LOCAL_DIR: Final = f"{SCRATCH}/spark"
 """Spark's local dirs on the driver and, as Spark mounts the driver's on its executors,
 on every executor (an emptyDir named ``spark-local-dir-1`` in the template)."""

@@ -53,7 +53,12 @@ def test_executor_template_is_restricted_and_carries_the_pod_settings() -> None:
     pod_spec = template["spec"]
     [container] = pod_spec["containers"]
     assert container["name"] == "executor"  # spark.kubernetes.executor.podTemplateContainerName
-    assert container["workingDir"] == "/tmp/work"  # jars are fetched there
+    # Jars are fetched into the working directory: the scratch emptyDir's mount itself,
+    # writable by the pod's group. A directory below it does not exist when the
+    # container starts, and runc makes it as root, 0755: on a real node every
+    # executor failed to fetch the Kafka connector there ("Unable to create executor
+    # due to ./kafka-clients-3.9.2.jar") until the driver gave up.
+    assert container["workingDir"] == "/tmp"
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
