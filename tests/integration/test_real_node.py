@@ -29,8 +29,12 @@ import pytest
 
 from sluice_dev import ports, procs, stack
 from sluice_dev.kubectl import Kubectl
+from sluice_dev.oci import bases
+from sluice_dev.oci import images as oci_images
+from sluice_dev.oci.podman import Podman
 from sluice_dev.paths import Layout
-from sluice_dev.realnode import plan
+from sluice_dev.realnode import images as node_images
+from sluice_dev.realnode import plan, runtime
 from sluice_dev.realnode.servers import kubelet_name
 from sluice_dev.servers import kube
 from tests.support.fixtures import REAL_JOB_IMAGE as JOB_IMAGE
@@ -131,6 +135,22 @@ def test_two_workers_are_ready_with_the_pinned_kubelet_and_containerd(
         # Driver pods ask for ephemeral storage (their scratch emptyDir): a node that
         # reports none can run none of them.
         assert int(info.status.allocatable["ephemeral-storage"]) > 2**30
+
+
+def test_a_rebuilt_image_under_the_same_name_replaces_the_workers_copy(
+    kube_stack: Layout, workers: tuple[plan.Worker, ...]
+) -> None:
+    """A moving tag (``localhost/sluice/job:dev``) rebuilt with new code is given to
+    the workers again. Found by a rebuilt operator image: the workers kept the old one
+    under the same name (the load looked at names only), so pods ran the old code."""
+    podman = Podman.for_layout(kube_stack)
+    name = "localhost/sluice-test/moving:dev"
+    worker = workers[0]
+    for source in (bases.PYTHON.image, oci_images.OPERATOR.dev):  # two builds, one name
+        podman.tag(source, name)
+        archive = node_images.archive(kube_stack, name)
+        node_images.load(kube_stack, worker, name)
+        assert runtime.images(worker)[name] == runtime.archived(archive)[1], source
 
 
 CHECKS = """

@@ -2,7 +2,8 @@
 
 No registry is reachable here, so a worker cannot pull: the image is saved from the
 build's podman store as an OCI archive (once per image id, kept in the cache) and
-imported into the worker's containerd, under the same name. A pod then names it
+imported into the worker's containerd, under the same name (again when that name
+now stands for another build: the worker's image is compared by digest). A pod then names it
 with ``imagePullPolicy: IfNotPresent`` or ``Never``, as a cluster with pre-loaded
 images (kind's ``kind load``) does.
 """
@@ -43,6 +44,4 @@ def load_as(layout: Layout, node: Worker, image: str, aliases: Sequence[str]) ->
     """Give ``node`` the image ``image`` under each of ``aliases`` too (``ctr images
     tag``: one image, several names, as a registry serves one digest under two tags)."""
     load(layout, node, image)
-    missing = [alias for alias in aliases if alias not in runtime.images(node)]
-    if missing:
-        runtime.ctr(node, "images", "tag", image, *missing)
+    runtime.tag(node, image, aliases)

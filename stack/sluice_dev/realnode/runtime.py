@@ -10,14 +10,17 @@ the kubelet mounted under the worker's directories.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from sluice_dev import netns
@@ -105,19 +108,47 @@ def ctr(node: Worker, *args: str, timeout: float = 600) -> str:
     return result.stdout
 
 
-def images(node: Worker) -> set[str]:
-    return set(ctr(node, "images", "list", "--quiet").split())
+def images(node: Worker) -> dict[str, str]:
+    """The worker's images: each name and the digest of its manifest."""
+    rows = ctr(node, "images", "list").splitlines()[1:]  # REF TYPE DIGEST SIZE ...
+    return {cols[0]: cols[2] for cols in (row.split() for row in rows) if len(cols) > 2}
+
+
+REF_NAME = "org.opencontainers.image.ref.name"
+
+
+def archived(archive: Path) -> tuple[str, str]:
+    """The name the image in an OCI archive was saved as, and its manifest's digest."""
+    with tarfile.open(archive) as tar:
+        index = tar.extractfile("index.json")
+        if index is None:
+            raise NodeError(f"{archive} is not an OCI archive (no index.json)")
+        [manifest] = json.load(index)["manifests"]
+    return str(manifest["annotations"][REF_NAME]), str(manifest["digest"])
 
 
 def load(node: Worker, name: str, archive: Path) -> bool:
-    """Import the OCI archive of image ``name`` unless the worker has it; whether it
-    imported."""
-    if name in images(node):
+    """Make ``name`` on the worker the image of the OCI archive ``archive``, importing it
+    unless the worker has that very image under that name (the same manifest digest:
+    a moving tag such as ``:dev``, rebuilt, is imported again); whether it imported."""
+    saved_as, digest = archived(archive)
+    if images(node).get(name) == digest:
         return False
     ctr(node, "images", "import", str(archive))
-    if name not in images(node):
-        raise NodeError(f"{archive} imported, but the worker has no image {name}")
+    if saved_as != name:  # the archive of that image id was saved under another name
+        ctr(node, "images", "tag", "--force", saved_as, name)
+    if images(node).get(name) != digest:
+        raise NodeError(f"{archive} imported, but the worker's {name} is not its image")
     return True
+
+
+def tag(node: Worker, name: str, aliases: Sequence[str]) -> None:
+    """Give the worker's image ``name`` each of ``aliases`` too, moving an alias that
+    names another image (``ctr images tag --force``)."""
+    found = images(node)
+    moved = [alias for alias in aliases if found.get(alias) != found[name]]
+    if moved:
+        ctr(node, "images", "tag", "--force", name, *moved)
 
 
 def _cgroup_pids(node: Worker) -> set[int]:
