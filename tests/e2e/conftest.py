@@ -73,9 +73,8 @@ def _delete_and_wait(pipeline: Pipeline) -> None:
 
 
 @pytest.fixture
-def real_place(
+def real_sink(
     real_workers: tuple[Any, ...],
-    operators: Operators,
     kafka_bootstrap: str,
     kafka_topic: Any,
     cassandra: Any,
@@ -83,9 +82,15 @@ def real_place(
     cassandra_keyspace: str,
 ) -> RealPlace:
     """For a pipeline on real nodes: the workers Ready with the job image, a fresh
-    topic, the events table, and the test's operator allowed to place drivers on the
-    workers (``PLACEMENT_POLICY``)."""
+    topic and the events table."""
     topic = kafka_topic(partitions=PARTITIONS)
     cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
-    operators.start(PLACEMENT_POLICY)
     return RealPlace(kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace)
+
+
+@pytest.fixture
+def real_place(real_sink: RealPlace, operators: Operators) -> RealPlace:
+    """:func:`real_sink`, and the test's operator (a process of the stack) allowed to
+    place drivers on the workers (``PLACEMENT_POLICY``)."""
+    operators.start(PLACEMENT_POLICY)
+    return real_sink

@@ -10,42 +10,32 @@ events, and the dead-letter topic exactly the malformed records, with their reas
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cassandra import InvalidRequest
 
-from sluice_dev.events import EventFactory, normalised_page
+from sluice_dev.events import EventFactory
 from sluice_dev.kubectl import Kubectl
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.produce import produce
 from sluice_dev.servers import nodeagent
-from tests.support import state
+from tests.support import clickscore, state
 from tests.support.operator import Operators, Pipeline
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-EXAMPLE = REPO_ROOT / "examples" / "custom-transform"
 IMAGE = "sluice-e2e/clickscore:test"
 PARTITIONS = 4
 EXECUTORS = 2
-BAD_REASONS = (
-    "malformed JSON",
-    "missing field page",
-    "wrong type of ts: expected integer, got string",
-)
-"""The reasons of ``EventFactory``'s three kinds of bad record, in its order."""
 
 
 @pytest.fixture
@@ -77,19 +67,19 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
         "image.env",
     ], "the image adds the user's package alone; the job code comes from the job image"
 
-    example = yaml.safe_load((EXAMPLE / "pipeline.yaml").read_text())
-    weights = example["spec"]["transform"]["options"]["weights"]
     topic, dead_letters = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=1)
-    _create_sink_table(cassandra, cassandra_keyspace)
+    clickscore.create_sink_table(cassandra, cassandra_keyspace)
     operators.start()
-    body = _localized(
-        example,
-        pipeline,
+    body = clickscore.localized(
+        name=pipeline.name,
+        namespace=pipeline.namespace,
+        image=IMAGE,
         bootstrap=kafka_bootstrap,
         topic=topic,
         dead_letters=dead_letters,
         contact=cassandra_contact,
         keyspace=cassandra_keyspace,
+        executors=EXECUTORS,
     )
     Kubectl(agent_stack).apply(body)
     factory, count = EventFactory(seed=71, bad_every=10), 3_000
@@ -112,26 +102,32 @@ def test_a_transform_that_lives_only_in_the_example_package_runs_from_its_built_
         ignoring=(InvalidRequest,),  # the driver has not created its tables yet
     )
 
-    good = [seq for seq in range(count) if not factory.is_bad(seq)]
-    assert _sink(cassandra, cassandra_keyspace) == {
-        _expected_row(factory, seq, weights)[0]: _expected_row(factory, seq, weights)
-        for seq in good
-    }
-    letters = state.read_topic(kafka_bootstrap, dead_letters)
-    bad = [seq for seq in range(count) if factory.is_bad(seq)]
-    assert sorted((m.key, m.headers["sluice.reason"]) for m in letters) == sorted(
-        (f"k-{seq}".encode(), BAD_REASONS[(seq // 10) % 3]) for seq in bad
+    assert clickscore.sink(cassandra, cassandra_keyspace) == clickscore.expected_sink(
+        factory, count, clickscore.weights()
     )
+    letters = clickscore.letters(state.read_topic(kafka_bootstrap, dead_letters))
+    assert letters == clickscore.expected_letters(factory, count)
     history = state.history(cassandra, cassandra_keyspace, pipeline_id)
     assert {row.code_version for row in history} == {IMAGE}
-    print(f"\n{len(good)} scored rows and {len(bad)} dead letters by {IMAGE} ({root})")
+    print(
+        f"\n{count - len(letters)} scored rows and {len(letters)} dead letters by {IMAGE} ({root})"
+    )
 
 
 def _build_image(layout: Layout) -> Path:
     """``sluice-dev image build`` as the user runs it; the directory it registered."""
     env = {**os.environ, "SLUICE_STACK_DIR": str(layout.stack), "SLUICE_CACHE": str(layout.cache)}
     built = subprocess.run(
-        [sys.executable, "-m", "sluice_dev", "image", "build", str(EXAMPLE), "--tag", IMAGE],
+        [
+            sys.executable,
+            "-m",
+            "sluice_dev",
+            "image",
+            "build",
+            str(clickscore.EXAMPLE),
+            "--tag",
+            IMAGE,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -141,62 +137,3 @@ def _build_image(layout: Layout) -> Path:
     assert built.returncode == 0, built.stdout + built.stderr
     assert f"built {IMAGE}: clickscore in " in built.stdout
     return Path(json.loads(nodeagent.images_file(layout).read_text())[IMAGE])
-
-
-def _create_sink_table(cassandra: Any, keyspace: str) -> None:
-    """The example's ``schema.cql`` table, in the test's keyspace."""
-    statements = [s.strip() for s in (EXAMPLE / "schema.cql").read_text().split(";")]
-    (table,) = [s for s in statements if "CREATE TABLE" in s]
-    cassandra.execute(table[table.index("CREATE TABLE") :].replace("clicks.", f"{keyspace}."))
-
-
-def _localized(
-    example: dict[str, Any],
-    pipeline: Pipeline,
-    *,
-    bootstrap: str,
-    topic: str,
-    dead_letters: str,
-    contact: str,
-    keyspace: str,
-) -> dict[str, Any]:
-    """The example manifest pointed at the local stack, the test's names and the image."""
-    body = copy.deepcopy(example)
-    body["metadata"] = {"name": pipeline.name, "namespace": pipeline.namespace}
-    spec = body["spec"]
-    spec["image"] = IMAGE
-    spec["source"]["kafka"].update(bootstrapServers=bootstrap, topics=[topic])
-    spec["sink"]["cassandra"].update(contactPoints=[contact], keyspace=keyspace)
-    spec["checkpoint"]["cassandra"].update(contactPoints=[contact], keyspace=keyspace)
-    spec["deadLetter"] = {"kafka": {"topic": dead_letters}}
-    spec["trigger"] = {"intervalSeconds": 1}
-    # Two executor pods of the same image: the user's code runs in them too.
-    spec["spark"] = {
-        "driver": {"cores": 1, "memory": "768m"},
-        "executors": {"instances": EXECUTORS, "cores": 1, "memory": "512m"},
-    }
-    return dict(body)
-
-
-def _sink(cassandra: Any, keyspace: str) -> dict[str, tuple[Any, ...]]:
-    rows = cassandra.execute(
-        f"SELECT event_id, user_id, page, action, score, event_time FROM {keyspace}.click_scores",
-        timeout=60,
-    )
-    return {row.event_id: tuple(row) for row in rows}
-
-
-def _expected_row(
-    factory: EventFactory, seq: int, weights: dict[str, int]
-) -> tuple[str, str, str, str, int, datetime]:
-    """The example's documented rules restated in plain Python."""
-    event = factory.event(seq)
-    action = str(event["action"]).lower()
-    return (
-        str(event["event_id"]),
-        str(event["user_id"]),
-        normalised_page(str(event["page"])),
-        action,
-        weights[action],
-        datetime.fromtimestamp(int(str(event["ts"])) / 1000, UTC).replace(tzinfo=None),
-    )

@@ -12,8 +12,6 @@ Needs ``SLUICE_NETNS=1`` (``make test-node``).
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from typing import Any
 
@@ -22,11 +20,11 @@ from cassandra import InvalidRequest
 
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
-from sluice_dev.realnode import plan, runtime
+from sluice_dev.realnode import plan
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Pipeline
-from tests.support.real_images import PARTITIONS, RealPlace
+from tests.support.real_images import PARTITIONS, RealPlace, kill_container
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(900)]
@@ -63,13 +61,8 @@ def test_a_pipeline_on_real_nodes_counts_every_event_once_through_a_killed_conta
     )
     first_commit = time.monotonic() - applied
     (pod,) = [p for p in pipeline.pods() if p.status.phase == "Running"]
-    worker = next(w for w in real_workers if w.name == pod.spec.node_name)
+    worker = kill_container(real_workers, pod)
     assert pod.status.pod_ip.startswith(worker.pod_cidr.rsplit(".", 1)[0] + ".")
-    container = pod.status.container_statuses[0]
-    pids = runtime.container_pids(worker, pod.metadata.uid, container.container_id.split("//")[-1])
-    assert pids, "the driver's processes are in its container's cgroup"
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
 
     produce(kafka_bootstrap, topic, SECOND, start=FIRST, factory=factory)

@@ -3,6 +3,8 @@ image, for pods of real nodes, and given to every worker."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +13,9 @@ from sluice_dev.oci import images
 from sluice_dev.oci.podman import Podman
 from sluice_dev.paths import Layout
 from sluice_dev.realnode import images as node_images
+from sluice_dev.realnode import runtime
 from sluice_dev.realnode.plan import Worker
+from tests.support.clickscore import EXAMPLE
 from tests.support.e2e import IMAGES_ROOT
 from tests.support.fixtures import REAL_JOB_IMAGE
 
@@ -25,13 +29,40 @@ def recipe(version: str) -> images.Recipe:
     )
 
 
-def e2e_image(layout: Layout, workers: Sequence[Worker], version: str) -> str:
-    """The image of ``version`` (v1, v2, broken), built unless cached, on every worker:
-    its exact reference (``localhost/sluice/e2e-job-VERSION:src-KEY``)."""
-    built = images.build(Podman.for_layout(layout), recipe(version), say=lambda _line: None)
+CLICKSCORE = images.Recipe(
+    "clickscore",
+    EXAMPLE / "Dockerfile",
+    EXAMPLE,
+    bases={"PYTHON_IMAGE": images.bases.PYTHON},
+    args={"JOB_IMAGE": REAL_JOB_IMAGE},
+)
+"""The custom-transform example's image, built by its own Dockerfile FROM the job image."""
+
+
+def on_workers(layout: Layout, workers: Sequence[Worker], recipe: images.Recipe) -> str:
+    """The image of ``recipe``, built unless cached, loaded into every worker: its exact
+    reference (``localhost/sluice/NAME:src-KEY``)."""
+    built = images.build(Podman.for_layout(layout), recipe, say=lambda _line: None)
     for worker in workers:
         node_images.load(layout, worker, built.image)
     return built.image
+
+
+def e2e_image(layout: Layout, workers: Sequence[Worker], version: str) -> str:
+    """The image of ``version`` (v1, v2, broken) on every worker."""
+    return on_workers(layout, workers, recipe(version))
+
+
+def kill_container(workers: Sequence[Worker], pod: Any) -> Worker:
+    """SIGKILL every process of the pod's (first) container, as an OOM kill or a crash
+    would, found in its worker's cgroups; that worker."""
+    worker = next(w for w in workers if w.name == pod.spec.node_name)
+    container_id = pod.status.container_statuses[0].container_id.split("//")[-1]
+    pids = runtime.container_pids(worker, pod.metadata.uid, container_id)
+    assert pids, f"the processes of {pod.metadata.name} are in its container's cgroup"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return worker
 
 
 REAL_NODES = {"sluice.dev/node": "real"}

@@ -12,6 +12,9 @@ machine's own image store. The choices, each for a reason of this machine:
 - no network set up by podman (``netns = "host"`` for builds: a build fetches from
   the package indexes, which this machine reaches from its own namespace; podman's
   bridge would add NAT rules and turn on forwarding in the machine's namespace);
+- podman runs in the machine's network namespace (PID 1's) even when called from
+  the stack's, which reaches no package index (a ``make test-node`` session builds
+  the example's image FROM the job image there);
 - ``nofile`` and ``nproc`` at or below the current limits (raising them is refused);
 - no unqualified search registries: an image name that is not ``localhost/...``
   names nothing that can be pulled here, and fails at once.
@@ -84,6 +87,20 @@ def salient(output: str, most: int = 12) -> str:
     return "".join(f"{line[:300]}\n" for line in lines[:most]) + ("...\n" if lines else "")
 
 
+MACHINE_NETNS = Path("/proc/1/ns/net")
+
+
+def machine_network() -> list[str]:
+    """The prefix that runs a command in the machine's network namespace when this
+    process is in another (the stack's); nothing when it is already there."""
+    try:
+        here = os.stat("/proc/self/ns/net").st_ino
+        machine = os.stat(MACHINE_NETNS).st_ino
+    except OSError:
+        return []
+    return [] if here == machine else ["nsenter", f"--net={MACHINE_NETNS}", "--"]
+
+
 REGISTRIES_CONF = 'unqualified-search-registries = []\nshort-name-mode = "enforcing"\n'
 
 
@@ -141,7 +158,7 @@ class Podman:
         capture: bool = True,
     ) -> subprocess.CompletedProcess[str]:
         """``podman ARGS``; raises PodmanError with the output's end when it fails."""
-        command = ["podman", *args]
+        command = [*machine_network(), "podman", *args]
         result = subprocess.run(
             command,
             env={**self.env(), **(extra_env or {})},
