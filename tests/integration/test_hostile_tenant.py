@@ -36,17 +36,18 @@ import yaml
 from kubernetes.client import CoordinationV1Api, CoreV1Api, SchedulingV1Api
 from kubernetes.client.exceptions import ApiException
 
-from sluice_dev.localcluster import CHART, DRIVER_POD_POLICY, EXECUTOR_SECRETS_POLICY
+from sluice_dev.localcluster import CHART, EXECUTOR_SECRETS_POLICY
 from sluice_dev.paths import Layout
 from sluice_operator import naming
 from tests.support import hostile_drivers
 from tests.support.hostile_node import hostile_node
 from tests.support.operator import Operators, Pipeline, standin_spec
 from tests.support.tenant import (
-    Refusal,
     as_driver,
     executor_pod,
     executor_selector,
+    forbidden_by_policy,
+    forbidden_by_rbac,
     mounted_credentials,
     refusal,
 )
@@ -77,23 +78,6 @@ def running_driver(pipeline: Pipeline, epoch: int | None = 1) -> Any:
     pipeline.wait_phase("Running", epoch=epoch, timeout=90)
     (pod,) = pipeline.live_pods()
     return pod
-
-
-def forbidden_by_rbac(found: Refusal | None) -> bool:
-    """403 from RBAC (the policy never sees requests RBAC refuses)."""
-    return found is not None and found.status == 403 and DRIVER_POD_POLICY not in found.message
-
-
-def forbidden_by_policy(
-    found: Refusal | None, says: str = "", policy: str = DRIVER_POD_POLICY
-) -> bool:
-    """403 from the chart's admission ``policy`` (its message naming ``says``)."""
-    return (
-        found is not None
-        and found.status == 403
-        and f"ValidatingAdmissionPolicy '{policy}'" in found.message
-        and says in found.message
-    )
 
 
 def test_a_drivers_token_reaches_only_its_own_executor_pods(

@@ -1,7 +1,7 @@
 """A hostile tenant's view of the cluster: the API as the code in a driver pod sees it
-(the service-account credentials the node agent mounted for that very container,
-used exactly as the driver's code would use them), and the executor pods Spark would
-create from the template the operator gives the driver."""
+(the service-account credentials the node agent or a real node's kubelet mounted for
+that very container, used exactly as the driver's code would use them), and the
+executor pods Spark would create from the template the operator gives the driver."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import config
-from kubernetes.client import CoreV1Api
+from kubernetes.client import ApiClient, Configuration, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from sluice_api import env as env_names
+from sluice_dev.localcluster import DRIVER_POD_POLICY
 from sluice_dev.paths import Layout
+from sluice_dev.realnode.plan import Worker
 from sluice_dev.servers import nodeagent
 from sluice_operator import naming
 from tests.support.waiting import wait_for
@@ -37,6 +40,31 @@ def as_driver(layout: Layout, pod: Any) -> CoreV1Api:
     wait_for(kubeconfig.exists, timeout=60, what=f"the token mounted in {pod.metadata.name}")
     client = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
     return CoreV1Api(client)
+
+
+def kubelet_volumes(worker: Worker, pod: Any) -> Path:
+    """Where ``worker``'s kubelet keeps the volumes of ``pod`` it mounts in the pod's
+    containers (one directory per volume plugin)."""
+    return worker.kubelet_root / "pods" / str(pod.metadata.uid) / "volumes"
+
+
+def kubelet_token(worker: Worker, pod: Any) -> Path | None:
+    """The ServiceAccount token ``worker``'s kubelet projected for ``pod`` (the file a
+    container reads at /var/run/secrets/kubernetes.io/serviceaccount/token); None if
+    it projected none."""
+    found = sorted(kubelet_volumes(worker, pod).glob("kubernetes.io~projected/*/token"))
+    return found[0] if found else None
+
+
+def with_token(layout: Layout, token: Path) -> CoreV1Api:
+    """The core API with the projected ``token`` and the CA bundle beside it, as the
+    driver's code would call it (the admin kubeconfig gives only the server's address)."""
+    kubeconfig = yaml.safe_load(layout.kubeconfig.read_text())
+    configuration = Configuration()
+    configuration.host = kubeconfig["clusters"][0]["cluster"]["server"]
+    configuration.ssl_ca_cert = str(token.parent / "ca.crt")
+    configuration.api_key = {"authorization": f"Bearer {token.read_text().strip()}"}
+    return CoreV1Api(ApiClient(configuration))
 
 
 def executor_pod(driver_pod: Any, number: int) -> dict[str, Any]:
@@ -75,3 +103,20 @@ def refusal(call: Any, *args: Any, **kwargs: Any) -> Refusal | None:
 
 def executor_selector(pipeline: str) -> str:
     return f"{naming.LABEL_PIPELINE}={pipeline},{naming.LABEL_ROLE}={naming.ROLE_EXECUTOR}"
+
+
+def forbidden_by_rbac(found: Refusal | None) -> bool:
+    """403 from RBAC (the policy never sees requests RBAC refuses)."""
+    return found is not None and found.status == 403 and DRIVER_POD_POLICY not in found.message
+
+
+def forbidden_by_policy(
+    found: Refusal | None, says: str = "", policy: str = DRIVER_POD_POLICY
+) -> bool:
+    """403 from the chart's admission ``policy`` (its message naming ``says``)."""
+    return (
+        found is not None
+        and found.status == 403
+        and f"ValidatingAdmissionPolicy '{policy}'" in found.message
+        and says in found.message
+    )
