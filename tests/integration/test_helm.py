@@ -14,7 +14,6 @@ still on) and updates without a surge pod. Elapsed times are printed (pytest -s)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.request
@@ -37,12 +36,13 @@ from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import kube, nodeagent
 from sluice_operator import crd, naming
 from tests.support.agents import free_port, wait_default_service_account
+from tests.support.helm import CHART
+from tests.support.helm import runner as helm_runner
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-CHART = REPO_ROOT / "charts" / "sluice"
 OPERATOR_IMAGE = "sluice-test/operator"
 
 
@@ -60,22 +60,7 @@ def operator_root(where: Path) -> Path:
 @pytest.fixture
 def helm(helm_binary: Path, agent_stack: Layout, tmp_path: Path) -> Callable[..., str]:
     """Runs helm as the cluster admin, with its caches under the test's directory."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(agent_stack.kubeconfig),
-        "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
-        "HELM_CONFIG_HOME": str(tmp_path / "helm-config"),
-        "HELM_DATA_HOME": str(tmp_path / "helm-data"),
-    }
-
-    def run(*args: str) -> str:
-        done = subprocess.run(
-            [str(helm_binary), *args], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    return run
+    return helm_runner(helm_binary, agent_stack, tmp_path)
 
 
 @pytest.fixture
