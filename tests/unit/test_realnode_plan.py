@@ -16,7 +16,7 @@ import pytest
 
 from sluice_dev import netns, registry
 from sluice_dev.paths import Layout
-from sluice_dev.realnode import binaries, dns, plan
+from sluice_dev.realnode import binaries, dns, plan, runtime
 from sluice_dev.realnode import servers as realnode_servers
 from sluice_dev.servers import kube
 
@@ -99,6 +99,10 @@ def test_the_pause_archive_is_an_oci_layout_whose_digests_hold(tmp_path: Path) -
 
     (entry,) = json.loads(files["index.json"])["manifests"]
     assert entry["annotations"]["io.containerd.image.name"] == plan.PAUSE_IMAGE
+    # The name and digest a worker's load compares with what its containerd holds
+    # (the OCI reference name is the tag alone here: containerd's annotation wins).
+    (tmp_path / "pause.tar").write_bytes(archive)
+    assert runtime.archived(tmp_path / "pause.tar") == (plan.PAUSE_IMAGE, entry["digest"])
     manifest = json.loads(blob(entry["digest"]))
     config = json.loads(blob(manifest["config"]["digest"]))
     assert config["config"] == {"User": "65535:65535", "Entrypoint": ["/pause"]}

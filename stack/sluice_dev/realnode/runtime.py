@@ -114,17 +114,22 @@ def images(node: Worker) -> dict[str, str]:
     return {cols[0]: cols[2] for cols in (row.split() for row in rows) if len(cols) > 2}
 
 
+CONTAINERD_NAME = "io.containerd.image.name"
 REF_NAME = "org.opencontainers.image.ref.name"
 
 
 def archived(archive: Path) -> tuple[str, str]:
-    """The name the image in an OCI archive was saved as, and its manifest's digest."""
+    """The name ``ctr images import`` gives the image in an OCI archive (containerd's
+    own annotation, else the OCI reference name: podman's archives carry the whole
+    name there, the pause image's only its tag), and its manifest's digest."""
     with tarfile.open(archive) as tar:
         index = tar.extractfile("index.json")
         if index is None:
             raise NodeError(f"{archive} is not an OCI archive (no index.json)")
         [manifest] = json.load(index)["manifests"]
-    return str(manifest["annotations"][REF_NAME]), str(manifest["digest"])
+    annotations = manifest["annotations"]
+    name = annotations.get(CONTAINERD_NAME) or annotations[REF_NAME]
+    return str(name), str(manifest["digest"])
 
 
 def load(node: Worker, name: str, archive: Path) -> bool:
