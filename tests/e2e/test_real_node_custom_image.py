@@ -5,7 +5,9 @@ executor pods. The driver's Spark (client mode, its pod's address as
 ``spark.driver.host``) asks the API server for the executor pods with the projected
 ServiceAccount token a real kubelet mounted, through the ``kubernetes`` Service that
 kube-proxy routes; the kubelets run them from the derived image, and they connect
-back to the driver's pod address, across the workers. With executors the driver has
+back to the driver's pod address (across the workers when the scheduler puts them on
+the other one; ``test_real_node`` checks pod-to-pod traffic between workers as such).
+With executors the driver has
 no task slots of its own, so every batch's transform runs in them: the user's
 package, which exists only in the derived image. One executor's container is
 killed (SIGKILL); Spark replaces its pod and commits go on. At the end the sink holds
@@ -13,8 +15,9 @@ exactly the rows the example's documented rules make of the events, and the
 dead-letter topic exactly the malformed records, with their reasons.
 
 What the node agent could not show: a derived image's layers over the job image's
-(the package in the job's virtualenv, the entrypoint inherited), executor pods placed
-and started by kubelets, and pod-to-pod traffic between workers.
+(the package in the job's virtualenv, the entrypoint inherited), and executor pods
+placed and started by kubelets, fetching the driver's jars into a working directory
+of a read-only root (it found the one runc made unwritable).
 Needs ``SLUICE_NETNS=1`` (``make test-node``).
 """
 
@@ -98,9 +101,9 @@ def test_a_derived_image_runs_the_users_code_in_executor_pods_on_real_nodes(
     )
     (driver,) = [p for p in pipeline.pods() if p.status.phase == "Running"]
     assert {pod.spec.containers[0].image for pod in [driver, *executors]} == {image}
-    assert {pod.spec.node_name for pod in executors} == {w.name for w in real_workers}, (
-        "one executor on each worker"
-    )
+    # Where the scheduler puts them is its own choice (the anti-affinity is preferred):
+    # apart, or both beside the driver, or both on the other worker.
+    assert {pod.spec.node_name for pod in executors} <= {w.name for w in real_workers}
     assert all(_in_pod_cidr(pod, real_workers) for pod in [driver, *executors]), (
         "driver and executors on their pods' own addresses"
     )
