@@ -120,8 +120,8 @@ def test_a_kubelet_gives_a_driver_a_token_for_its_own_executors_only_bound_to_it
         )
         return found is not None and found.status == 401
 
-    # The API server caches a successful authentication for 10 s (its
-    # --token-success-cache-ttl default): the copy works at most that much longer.
+    # The API server caches a successful token authentication for 10 s (its
+    # TokenSuccessCacheTTL, built in, no flag): the copy works at most that long after.
     wait_for(unauthenticated, timeout=60, what="the dead pod's token to be refused (401)")
     print(f"\npod gone -> its token refused (401) {time.monotonic() - gone_at:.1f}s after")
     without.delete()
