@@ -4,7 +4,8 @@ containers under the kubelets (the chart's uid, read-only root, no capabilities,
 Pod Security ``restricted``), talk to the API server through the ``kubernetes``
 Service, and one leads through the Lease. A pipeline of the job image then gets its
 driver on a worker from that operator, and commits. The leader's container is killed:
-the other replica leads, and the driver runs on in its epoch (an operator's death is
+a replica leads again (the restarted one, whose Lease identity is the same, or the
+other once the Lease expires), and the driver runs on in its epoch (an operator's death is
 not a driver's). The pipeline is deleted through the operator, and ``helm uninstall``
 removes the operator's pods.
 
@@ -34,7 +35,7 @@ from sluice_dev.realnode import images as node_images
 from sluice_dev.realnode import plan
 from tests.support import state
 from tests.support.fixtures import REAL_JOB_IMAGE
-from tests.support.helm import CHART
+from tests.support.helm import CHART, operator_pods
 from tests.support.helm import runner as helm_runner
 from tests.support.operator import Pipeline
 from tests.support.real_images import RealPlace, kill_container
@@ -57,28 +58,16 @@ def _readyz(pod: Any) -> int:
         return int(err.code)
 
 
-def _operator_pods(core: Any, namespace: str) -> list[Any]:
-    selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=operator"
-    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
-    return [p for p in pods if p.metadata.deletion_timestamp is None]
-
-
 def _leader(core: Any, namespace: str) -> Any | None:
     """The one Running replica answering /readyz 200 (the leader); None while there is
     none, or more than one."""
     running = [
         p
-        for p in _operator_pods(core, namespace)
+        for p in operator_pods(core, namespace, RELEASE)
         if p.status.phase == "Running" and p.status.pod_ip
     ]
     leading = [p for p in running if _readyz(p) == 200]
     return leading[0] if len(leading) == 1 else None
-
-
-def _committed_by(cassandra: Any, keyspace: str, pipeline_id: str, epoch: int) -> int:
-    """The last batch committed by ``epoch``; 0 if none."""
-    rows = state.history(cassandra, keyspace, pipeline_id)
-    return max((r.batch_id for r in rows if r.epoch == epoch), default=0)
 
 
 def _restarts(core: Any, pod: Any) -> int:
@@ -125,7 +114,7 @@ def test_the_chart_runs_the_operator_image_on_real_nodes_and_its_driver_commits(
         ignoring=(OSError,),
     )
     installed = time.monotonic() - started
-    replicas = _operator_pods(core, namespace)
+    replicas = operator_pods(core, namespace, RELEASE)
     assert len(replicas) == 2
     assert {p.spec.node_name for p in replicas} <= {w.name for w in real_workers}
     container = leader.spec.containers[0]
@@ -138,7 +127,7 @@ def test_the_chart_runs_the_operator_image_on_real_nodes_and_its_driver_commits(
     pipeline.create(real_sink.spec(REAL_JOB_IMAGE, "sluice_job.examples.events:transform", cap=500))
     pipeline_id = pipeline.checkpoint_key
     wait_for(
-        lambda: _committed_by(cassandra, keyspace, pipeline_id, 1) > 0,
+        lambda: state.last_batch(cassandra, keyspace, pipeline_id, 1) > 0,
         timeout=400,
         what="a batch committed by the driver the chart's operator started",
         ignoring=(InvalidRequest,),
@@ -162,10 +151,10 @@ def test_the_chart_runs_the_operator_image_on_real_nodes_and_its_driver_commits(
         ignoring=(OSError,),
     )
     took_over = time.monotonic() - killed
-    before = _committed_by(cassandra, keyspace, pipeline_id, 1)
+    before = state.last_batch(cassandra, keyspace, pipeline_id, 1)
     produce(real_sink.bootstrap, real_sink.topic, 1_000, start=1_000)
     wait_for(
-        lambda: _committed_by(cassandra, keyspace, pipeline_id, 1) > before,
+        lambda: state.last_batch(cassandra, keyspace, pipeline_id, 1) > before,
         timeout=300,
         what=f"the epoch-1 driver to commit after batch {before}",
     )
@@ -182,5 +171,7 @@ def test_the_chart_runs_the_operator_image_on_real_nodes_and_its_driver_commits(
     wait_for(lambda: pipeline.get() is None, timeout=180, what="the pipeline deleted")
     helm("uninstall", RELEASE, "-n", namespace, "--wait", "--timeout=120s")
     wait_for(
-        lambda: not _operator_pods(core, namespace), timeout=120, what="the operator's pods gone"
+        lambda: not operator_pods(core, namespace, RELEASE),
+        timeout=120,
+        what="the operator's pods gone",
     )

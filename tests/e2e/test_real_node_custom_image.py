@@ -41,6 +41,7 @@ from tests.support.real_images import (
     REAL_NODES,
     RealPlace,
     kill_container,
+    on_pod_network,
     on_workers,
 )
 from tests.support.waiting import wait_for
@@ -49,15 +50,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(1200)]
 
 EXECUTORS = 2
 FIRST, SECOND = 2_000, 1_000
-
-
-def _last_batch(cassandra: Any, keyspace: str, pipeline_id: str) -> int:
-    return max((row.batch_id for row in state.history(cassandra, keyspace, pipeline_id)), default=0)
-
-
-def _in_pod_cidr(pod: Any, workers: tuple[plan.Worker, ...]) -> bool:
-    worker = next(w for w in workers if w.name == pod.spec.node_name)
-    return str(pod.status.pod_ip).startswith(worker.pod_cidr.rsplit(".", 1)[0] + ".")
 
 
 def test_a_derived_image_runs_the_users_code_in_executor_pods_on_real_nodes(
@@ -104,13 +96,13 @@ def test_a_derived_image_runs_the_users_code_in_executor_pods_on_real_nodes(
     # Where the scheduler puts them is its own choice (the anti-affinity is preferred):
     # apart, or both beside the driver, or both on the other worker.
     assert {pod.spec.node_name for pod in executors} <= {w.name for w in real_workers}
-    assert all(_in_pod_cidr(pod, real_workers) for pod in [driver, *executors]), (
+    assert all(on_pod_network(real_workers, pod) for pod in [driver, *executors]), (
         "driver and executors on their pods' own addresses"
     )
     for pod in [driver, *executors]:
         print(f"\n{pod.metadata.name:<40} {pod.status.pod_ip:<14} {pod.spec.node_name}", end="")
     wait_for(
-        lambda: _last_batch(cassandra, keyspace, pipeline_id) > 0,
+        lambda: state.last_batch(cassandra, keyspace, pipeline_id) > 0,
         timeout=400,
         what="a batch committed, its tasks in the executors",
         ignoring=(InvalidRequest,),  # the driver has not created its tables yet
@@ -122,7 +114,7 @@ def test_a_derived_image_runs_the_users_code_in_executor_pods_on_real_nodes(
 
     victim = executors[0]
     kill_container(real_workers, victim)
-    killed, before = time.monotonic(), _last_batch(cassandra, keyspace, pipeline_id)
+    killed, before = time.monotonic(), state.last_batch(cassandra, keyspace, pipeline_id)
     produce(real_place.bootstrap, real_place.topic, SECOND, start=FIRST, factory=factory)
     replacement = wait_for(
         lambda: pipeline.running_executors(EXECUTORS, without=victim.metadata.name),
@@ -130,7 +122,7 @@ def test_a_derived_image_runs_the_users_code_in_executor_pods_on_real_nodes(
         what="Spark to replace the killed executor with a new pod",
     )
     wait_for(
-        lambda: _last_batch(cassandra, keyspace, pipeline_id) > before,
+        lambda: state.last_batch(cassandra, keyspace, pipeline_id) > before,
         timeout=300,
         what=f"a batch committed after batch {before}, after the executor's kill",
     )

@@ -37,7 +37,7 @@ from sluice_dev.servers import kube
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Pipeline
-from tests.support.real_images import PARTITIONS, RealPlace
+from tests.support.real_images import PARTITIONS, RealPlace, worker_of
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(1500)]
@@ -60,10 +60,6 @@ def _running_driver(pipeline: Pipeline) -> Any | None:
         if pod.metadata.name == status.get("driverPod"):
             return pod
     return None
-
-
-def _worker(workers: tuple[plan.Worker, ...], pod: Any) -> plan.Worker:
-    return next(w for w in workers if w.name == pod.spec.node_name)
 
 
 def _pids(worker: plan.Worker, pod: Any) -> set[int]:
@@ -164,7 +160,7 @@ def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_
 
     # 1. The kubelet restarted under the running driver.
     pod = wait_for(lambda: _running_driver(pipeline), timeout=60, what="the running driver")
-    worker = _worker(real_workers, pod)
+    worker = worker_of(real_workers, pod)
     before = run.last_batch()
     began = time.monotonic()
     stack.stop(kube_stack, kubelet_name(worker.index))
@@ -207,7 +203,7 @@ def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_
 
     # 3. The driver's node lost: its kubelet stopped, its container a zombie.
     pod = wait_for(lambda: _running_driver(pipeline), timeout=300, what="a running driver")
-    worker = _worker(real_workers, pod)
+    worker = worker_of(real_workers, pod)
     epoch = int(pipeline.status()["epoch"])
     zombie = _pids(worker, pod)
     assert zombie, "the driver's processes, in its container's cgroup"

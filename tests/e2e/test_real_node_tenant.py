@@ -26,7 +26,7 @@ from sluice_dev.paths import Layout
 from sluice_dev.realnode import plan
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Pipeline
-from tests.support.real_images import RealPlace
+from tests.support.real_images import RealPlace, worker_of
 from tests.support.tenant import (
     executor_pod,
     executor_selector,
@@ -54,10 +54,6 @@ def _running_driver(pipeline: Pipeline) -> Any:
     return wait_for(running, timeout=400, what=f"{pipeline.name}'s driver running")
 
 
-def _worker(workers: tuple[plan.Worker, ...], pod: Any) -> plan.Worker:
-    return next(w for w in workers if w.name == pod.spec.node_name)
-
-
 def test_a_kubelet_gives_a_driver_a_token_for_its_own_executors_only_bound_to_its_pod(
     kube_stack: Layout,
     real_workers: tuple[plan.Worker, ...],
@@ -74,7 +70,7 @@ def test_a_kubelet_gives_a_driver_a_token_for_its_own_executors_only_bound_to_it
     without.create(real_place.spec(REAL_JOB_IMAGE, ENTRYPOINT, cap=100))
     driver, plain_driver = _running_driver(pipeline), _running_driver(without)
 
-    worker = _worker(real_workers, driver)
+    worker = worker_of(real_workers, driver)
     token = wait_for(
         lambda: kubelet_token(worker, driver),
         timeout=60,
@@ -99,7 +95,7 @@ def test_a_kubelet_gives_a_driver_a_token_for_its_own_executors_only_bound_to_it
 
     # No executors, no token: the kubelet projected nothing for that driver.
     assert plain_driver.spec.automount_service_account_token is False
-    plain_worker = _worker(real_workers, plain_driver)
+    plain_worker = worker_of(real_workers, plain_driver)
     assert kubelet_volumes(plain_worker, plain_driver).is_dir(), "the kubelet's pod directory"
     assert kubelet_token(plain_worker, plain_driver) is None
 

@@ -36,7 +36,7 @@ from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import kube, nodeagent
 from sluice_operator import crd, naming
 from tests.support.agents import free_port, wait_default_service_account
-from tests.support.helm import CHART
+from tests.support.helm import CHART, operator_pods
 from tests.support.helm import runner as helm_runner
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for
@@ -94,12 +94,6 @@ def watched(core: Any, unique_name: Callable[[str], str]) -> Iterator[str]:
 
 def release_name() -> str:
     return f"sl-{uuid.uuid4().hex[:6]}"
-
-
-def operator_pods(core: Any, namespace: str, release: str) -> list[Any]:
-    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=operator"
-    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
-    return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
 def running(core: Any, namespace: str, release: str) -> Any | None:

@@ -8,10 +8,18 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sluice_dev.paths import REPO_ROOT, Layout
 
 CHART = REPO_ROOT / "charts" / "sluice"
+
+
+def operator_pods(core: Any, namespace: str, release: str) -> list[Any]:
+    """The operator pods of ``release`` not being deleted."""
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=operator"
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
 def runner(binary: Path, layout: Layout, home: Path) -> Callable[..., str]:

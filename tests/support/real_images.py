@@ -53,10 +53,21 @@ def e2e_image(layout: Layout, workers: Sequence[Worker], version: str) -> str:
     return on_workers(layout, workers, recipe(version))
 
 
+def worker_of(workers: Sequence[Worker], pod: Any) -> Worker:
+    """The worker ``pod`` runs on."""
+    return next(w for w in workers if w.name == pod.spec.node_name)
+
+
+def on_pod_network(workers: Sequence[Worker], pod: Any) -> bool:
+    """``pod`` has an address of its worker's pod range (its own, not the node's)."""
+    prefix = worker_of(workers, pod).pod_cidr.rsplit(".", 1)[0] + "."
+    return str(pod.status.pod_ip).startswith(prefix)
+
+
 def kill_container(workers: Sequence[Worker], pod: Any) -> Worker:
     """SIGKILL every process of the pod's (first) container, as an OOM kill or a crash
     would, found in its worker's cgroups; that worker."""
-    worker = next(w for w in workers if w.name == pod.spec.node_name)
+    worker = worker_of(workers, pod)
     container_id = pod.status.container_statuses[0].container_id.split("//")[-1]
     pids = runtime.container_pids(worker, pod.metadata.uid, container_id)
     assert pids, f"the processes of {pod.metadata.name} are in its container's cgroup"

@@ -41,6 +41,12 @@ def history(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
     return sorted(rows, key=lambda r: r.batch_id)
 
 
+def last_batch(session: Any, keyspace: str, pipeline_id: str, epoch: int | None = None) -> int:
+    """The last batch committed (by ``epoch``, when given); 0 if none."""
+    rows = history(session, keyspace, pipeline_id)
+    return max((r.batch_id for r in rows if epoch is None or r.epoch == epoch), default=0)
+
+
 def _while_created(session: Any, query: str, params: tuple[Any, ...]) -> list[Any]:
     """The rows of a checkpoint table that a starting driver may be creating (or
     altering) while a test polls it: none while the table does not exist yet, or while
