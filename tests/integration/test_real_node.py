@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client import DiscoveryV1Api
 
 from sluice_dev import ports, procs, stack
 from sluice_dev.kubectl import Kubectl
@@ -319,6 +320,18 @@ def test_pods_resolve_services_by_name_through_the_cluster_dns(
     _apply(kube_stack, restricted, service)
     _wait_phase(core, restricted, "web-0", {"Running"}, timeout=180)
     cluster_ip = core.read_namespaced_service("web", restricted).spec.cluster_ip
+    # Running is not yet routed: until the Service's EndpointSlice holds a ready
+    # address, kube-proxy rejects its ClusterIP (a client then got "Network is
+    # unreachable" in one make test-node run).
+    discovery = DiscoveryV1Api(core.api_client)
+
+    def ready_endpoint() -> bool:
+        slices = discovery.list_namespaced_endpoint_slice(
+            restricted, label_selector="kubernetes.io/service-name=web"
+        ).items
+        return any(e.conditions.ready for s in slices for e in s.endpoints or [])
+
+    wait_for(ready_endpoint, timeout=120, what="a ready endpoint of Service web")
 
     client = _pod("resolver", workers[1].name, RESOLVE, dnsPolicy="ClusterFirst")
     seen = _completed(kube_stack, core, restricted, client)
