@@ -113,9 +113,15 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
     for action in decision.actions:
         if isinstance(action, WriteStatus):
             written = action.status
-        if isinstance(action, Emit) and action.type == "Warning":  # what and why, in the log too
-            LOG.warning(
-                "%s/%s %s: %s", observed.namespace, observed.name, action.reason, action.message
+        if isinstance(action, Emit):  # what the operator does and why, in its log too
+            level = logging.WARNING if action.type == "Warning" else logging.INFO
+            LOG.log(
+                level,
+                "%s/%s %s: %s",
+                observed.namespace,
+                observed.name,
+                action.reason,
+                action.message,
             )
         if isinstance(action, Promote):  # to the standby's pod, not the API server
             sent = promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)

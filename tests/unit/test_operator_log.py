@@ -1,0 +1,46 @@
+"""The operator's log says what it does and why: every Event it emits for an action
+is also one log line, at info for a Normal one and at warning for a Warning one. A
+chaos run's operator log held four lines for a run in which it started, promoted,
+replaced and removed a dozen pods: only the warnings were logged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from sluice_operator import reconcile
+from sluice_operator.actions import Decision, Emit, RemovePod
+from sluice_operator.model import Phase, Status
+from tests.support.observations import observed
+
+pytestmark = pytest.mark.unit
+
+
+class Kube:
+    """The API server, taking every action."""
+
+    def __init__(self) -> None:
+        self.applied: list[object] = []
+
+    def apply(self, namespace: str, name: str, action: object, **kw: object) -> None:
+        self.applied.append(action)
+
+
+def test_every_event_the_operator_emits_is_a_log_line_at_its_level(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    promoted = Emit("Normal", "Promoted", "promoting standby kpis-driver-4 (epoch 4)")
+    lost = Emit("Warning", "NodeLost", "node sluice-node-a of kpis-driver-3 lost for 5s")
+    decision = Decision((lost, promoted, RemovePod("kpis-driver-3")))
+    kube = Kube()
+    with caplog.at_level(logging.INFO, logger="sluice_operator"):
+        reconcile._apply(kube, observed(Status(phase=Phase.RUNNING, epoch=3)), decision)  # type: ignore[arg-type]
+
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    namespace, name = observed(Status()).namespace, observed(Status()).name
+    assert lines == [
+        (logging.WARNING, f"{namespace}/{name} NodeLost: {lost.message}"),
+        (logging.INFO, f"{namespace}/{name} Promoted: {promoted.message}"),
+    ]
+    assert kube.applied == list(decision.actions)
