@@ -257,6 +257,21 @@ def test_a_promoted_standby_running_its_loop_gets_a_new_standby() -> None:
     assert record.purpose is StandbyPurpose.FAILOVER
 
 
+@pytest.mark.parametrize(
+    ("commits", "lag", "started"),
+    [(0, 500, False), (1, 500, True), (0, 0, True), (None, 500, True)],
+    ids=["first-batch-pending", "first-batch-committed", "nothing-to-read", "older-driver"],
+)
+def test_the_next_standby_starts_once_the_promoted_driver_has_its_first_batch_behind_it(
+    commits: int | None, lag: int, started: bool
+) -> None:
+    """Seen in a chaos run: the next standby's JVM started as the promoted one began
+    the batch that ends the failover, and that batch took 17.7 s (3-6 s after)."""
+    report = replace(looping(5), commits=commits, lag=lag)
+    decision = decide(observed(status(epoch=5), (spare(),), spec=HOT, progress=report))
+    assert bool(actions_of(decision, CreatePod)) is started
+
+
 def test_a_driver_that_refuses_its_config_does_not_promote_a_standby_of_the_same_spec() -> None:
     refused = driver(phase=PodPhase.FAILED, exit_code=int(ExitCode.INVALID_CONFIG), finished_at=NOW)
     decision = decide(observed(status(hot()), (refused, spare()), spec=HOT))
