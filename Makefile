@@ -164,8 +164,11 @@ demo-agent: provision
 # The chaos soak of issue 12 (sluice-dev soak): 500,000 events from a transactional
 # producer through 21 seeded faults and 2 upgrades, one line per fault, then the checks
 # (missing, duplicates, aborted in sink, dlq missing, ...); exits non-zero on any.
+# Once without a standby (clean-stop upgrades), then with a hot standby (warm-handover
+# upgrades), and both compared per fault kind; SOAK_STANDBY=0 or 1 runs one.
+SOAK_STANDBY ?= 0,1
 soak: provision
-	$(BIN)/sluice-dev soak --events 500000 --faults 21
+	$(BIN)/sluice-dev soak --events 500000 --faults 21 --standby $(SOAK_STANDBY)
 
 # The benchmark (bench/): Sluice's loop against Spark Structured Streaming and a
 # standalone client's ceiling on the local Kafka and Cassandra, left running afterwards.

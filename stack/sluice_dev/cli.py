@@ -249,9 +249,15 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--faults", type=int, default=21, help="faults, besides 2 spec changes")
     cmd.add_argument("--rate", type=float, default=350.0, help="events per second")
     cmd.add_argument("--seed", type=int, default=12, help="seed of the faults and the events")
-    cmd.add_argument("--spec-changes", type=int, default=2, help="clean-stop upgrades")
+    cmd.add_argument("--spec-changes", type=int, default=2, help="spec changes (upgrades)")
     cmd.add_argument(
         "--kinds", default="", help="comma-separated fault kinds to draw from (default: all)"
+    )
+    cmd.add_argument(
+        "--standby",
+        default="0",
+        help="hot standbys: 0 (clean-stop upgrades), 1 (warm-handover upgrades), or 0,1 "
+        "for one soak of each, one after the other, and both modes compared per fault kind",
     )
     cmd.set_defaults(run=_soak)
     return parser
@@ -543,7 +549,7 @@ def _demo(layout: Layout, args: argparse.Namespace) -> int:
 def _soak(layout: Layout, args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from sluice_dev.soak import run
+    from sluice_dev.soak import report, run
 
     def say(text: str) -> None:
         print(f"[soak {datetime.now().strftime('%H:%M:%S')}] {text}", flush=True)
@@ -556,17 +562,28 @@ def _soak(layout: Layout, args: argparse.Namespace) -> int:
         known = ", ".join(k.value for k in FaultKind)
         print(f"sluice-dev soak: --kinds: {err}; known: {known}", file=sys.stderr)
         return 2
-    options = run.Options(
-        events=args.events,
-        faults=args.faults,
-        rate=args.rate,
-        seed=args.seed,
-        spec_changes=args.spec_changes,
-        kinds=kinds,
-    )
-    try:
-        summary = run.run(layout, options, say)
-    except run.SoakError as err:
-        print(f"sluice-dev soak: {err}", file=sys.stderr)
-        return 1
-    return 0 if summary.passed else 1
+    standbys = [s.strip() for s in args.standby.split(",")]
+    if not standbys or any(s not in ("0", "1") for s in standbys):
+        print(f"sluice-dev soak: --standby: {args.standby!r}: 0, 1 or 0,1", file=sys.stderr)
+        return 2
+    summaries = []
+    for standby in standbys:
+        options = run.Options(
+            events=args.events,
+            faults=args.faults,
+            rate=args.rate,
+            seed=args.seed,
+            spec_changes=args.spec_changes,
+            kinds=kinds,
+            standby=int(standby),
+        )
+        try:
+            summaries.append(run.run(layout, options, say))
+        except run.SoakError as err:
+            print(f"sluice-dev soak: standby {standby}: {err}", file=sys.stderr)
+            return 1
+    if len(summaries) > 1:
+        print(flush=True)
+        for line in report.compare(summaries):
+            print(line, flush=True)
+    return 0 if all(summary.passed for summary in summaries) else 1

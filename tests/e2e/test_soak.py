@@ -1,9 +1,12 @@
 """A short chaos soak (``sluice_dev.soak``, the harness of ``make soak``) in the e2e
 suite: the real operator and driver pods on the stack's node agent, a transactional
 producer aborting 10 % of its transactions over a 6-partition topic, 5 % malformed
-events, and one fault of each of three kinds while events flow: the driver process
-SIGKILLed, the Kafka broker restarted, and a clean-stop upgrade (v1 -> v2). Then the
-counters a user checks after ``make soak``.
+events, and one fault of each of three kinds while events flow, in both of the
+soak's modes. Without a standby: the driver process SIGKILLed, the Kafka broker
+restarted and a clean-stop upgrade (v1 -> v2). With a hot standby: the driver's pod
+force-deleted, the driver's node cut off the API (its driver left running, the
+zombie the fence stops) and a warm-handover upgrade. Then the counters a user checks
+after ``make soak``.
 """
 
 from __future__ import annotations
@@ -16,10 +19,16 @@ from sluice_dev.soak.schedule import FaultKind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-KINDS = (FaultKind.DRIVER_KILL, FaultKind.KAFKA_RESTART)
+MODES = {
+    0: (FaultKind.DRIVER_KILL, FaultKind.KAFKA_RESTART),
+    1: (FaultKind.POD_DELETE, FaultKind.NODE_PARTITION),
+}
+"""Hot standbys -> the fault kinds drawn besides the spec change."""
 
 
-def test_short_soak_through_a_driver_kill_a_kafka_restart_and_an_upgrade_loses_nothing(
+@pytest.mark.parametrize("standby", sorted(MODES), ids=lambda n: f"standby{n}")
+def test_short_soak_through_driver_faults_a_dependency_or_node_fault_and_an_upgrade_loses_nothing(
+    standby: int,
     agent_stack: Layout,
     kafka_bootstrap: str,
     cassandra_contact: str,
@@ -28,21 +37,25 @@ def test_short_soak_through_a_driver_kill_a_kafka_restart_and_an_upgrade_loses_n
     cassandra_keyspace: str,
 ) -> None:
     del kafka_bootstrap, cassandra_contact, sluice_crd  # the servers and the CRD, up
+    kinds = MODES[standby]
     options = run.Options(
         events=6_000,
         rate=50.0,
-        faults=len(KINDS),
-        kinds=KINDS,
+        faults=len(kinds),
+        kinds=kinds,
         spec_changes=1,
         seed=7,
+        standby=standby,
         namespace=namespace,
         keyspace=cassandra_keyspace,
         recovery_timeout=240.0,
     )
     summary = run.run(agent_stack, options, say=_say)
 
-    kinds = sorted(r.fault.kind for r in summary.recoveries)
-    assert kinds == sorted([*KINDS, FaultKind.SPEC_CHANGE])
+    assert summary.lines()[0].startswith(f"mode: {'standby 1' if standby else 'no standby'}")
+    assert sorted(r.fault.kind for r in summary.recoveries) == sorted(
+        [*kinds, FaultKind.SPEC_CHANGE]
+    )
     assert [r.fault.number for r in summary.recoveries if r.commit is None] == []
     assert summary.production.sequence_numbers >= 6_000
     assert summary.production.aborted > 0, "the producer aborted transactions"

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
-from sluice_api.spec import PipelineSpec
+from sluice_api.spec import PipelineSpec, UpgradeMode
 from sluice_dev.events import EventFactory
-from sluice_dev.soak import checks, ledger, recovery, report, schedule
+from sluice_dev.soak import checks, ledger, recovery, report, run, schedule
 from sluice_dev.soak.manifest import Target, manifest
 from sluice_dev.soak.schedule import FAULT_KINDS, FaultKind
 from tests.support import expected
@@ -74,9 +75,21 @@ def test_a_new_driver_must_commit_to_end_a_fault_that_took_the_driver_away() -> 
     claims = [recovery.Claim(2, 122.0)]
     found = recovery.recovery(fault(FaultKind.DRIVER_KILL, 100.0, 100.0), commits, claims)
     assert found.commit == commits[1]
-    assert found.seconds == pytest.approx(30.0)
+    assert found.seconds == pytest.approx(29.0)  # no commit from 101 to 130
+    assert found.replaced == pytest.approx(30.0)
     assert found.to_claim == pytest.approx(22.0)
-    assert "next commit after   30.0s (batch 11, epoch 2)" in found.line()
+    assert "next commit after   29.0s (batch 11, epoch 2)" in found.line()
+    assert "new driver's first commit 30.0s after the fault" in found.line()
+
+
+def test_a_driver_that_goes_on_committing_after_the_fault_stalls_only_the_handover_gap() -> None:
+    # A warm handover: v1 commits until v2's standby is ready (60 s), v2 commits 1.5 s
+    # after v1's last commit; a partitioned node's driver the same until it is fenced.
+    commits = [recovery.Commit(b, 1, 100.0 + 2 * (b - 10)) for b in range(10, 41)]
+    commits.append(recovery.Commit(41, 2, 161.5))
+    found = recovery.recovery(fault(FaultKind.SPEC_CHANGE, 100.5, 100.5), commits)
+    assert found.commit == commits[-1]
+    assert (found.seconds, found.replaced) == (pytest.approx(1.5), pytest.approx(61.0))
 
 
 def test_a_dependency_fault_ends_with_the_first_commit_after_it_is_over() -> None:
@@ -123,6 +136,18 @@ def test_statistics_per_kind_give_p50_and_max_and_count_the_unrecovered() -> Non
     assert (kill.p50, kill.max) == (pytest.approx(30.0), pytest.approx(50.0))
     assert (restart.count, restart.p50, restart.max) == (1, 12.0, 12.0)
     assert "p50   30.0s  max   50.0s" in kill.line()
+
+
+def test_the_load_average_during_each_fault_is_printed_with_it_and_per_kind() -> None:
+    def done(seconds: float, load: float) -> recovery.Recovery:
+        busy = replace(fault(FaultKind.NODE_PARTITION, 100.0, 100.0), load=load)
+        return recovery.Recovery(busy, recovery.Commit(1, 2, 100.0 + seconds))
+
+    items = [done(9.0, 1.5), done(30.0, 4.25), done(12.0, 2.0)]
+    assert "load 4.2" in items[1].line()
+    (stats,) = recovery.per_kind(items)
+    assert stats.load_p50 == pytest.approx(2.0)
+    assert stats.line().endswith("load p50 2.0")
 
 
 def test_records_per_second_runs_from_the_first_commit_to_the_last() -> None:
@@ -228,6 +253,32 @@ def test_offsets_off_the_last_stable_offsets_are_named_by_partition() -> None:
     }
 
 
+def test_the_drain_reads_the_last_stable_offsets_again_until_the_checkpoint_holds_them() -> None:
+    # A CI soak: a transaction left open by the Kafka restart was aborted by the broker
+    # after production ended, the last stable offset moved past its marker (1178 ->
+    # 1188) and the driver's next batch went from below 1178 to 1188; a drain that read
+    # the offsets once waited 600 s for 1178 and reported the partition off.
+    reads = iter([{0: 1178}, {0: 1178}, {0: 1188}])
+    last = {0: 1178}
+
+    def stable() -> dict[int, int]:
+        last.update(next(reads, last))
+        return dict(last)
+
+    checkpoint = iter([{0: 1170}, {0: 1170}, {0: 1188}])
+    held: dict[int, int] = {}
+
+    def committed() -> dict[int, int]:
+        held.update(next(checkpoint, held))
+        return dict(held)
+
+    assert run.drained(stable, committed, timeout=30, poll=0.01) == ({0: 1188}, True)
+
+
+def test_the_drain_gives_up_at_its_deadline_with_the_offsets_last_read() -> None:
+    assert run.drained(lambda: {0: 5}, lambda: None, timeout=0.05, poll=0.01) == ({0: 5}, False)
+
+
 # -- summary ----------------------------------------------------------------------------
 
 
@@ -258,6 +309,29 @@ def test_the_summary_prints_the_counters_a_user_checks_and_passes_only_at_zero()
     assert "aborted in sink: 10" in bad.lines()
     assert not bad.passed
     assert bad.lines()[-1] == "soak: FAILED"
+    assert lines[0] == "mode: no standby, clean-stop upgrades"
+
+
+def test_two_soaks_are_compared_per_fault_kind_one_column_per_mode() -> None:
+    def soak(standby: int, *found: tuple[FaultKind, float | None]) -> report.Summary:
+        recoveries = [
+            recovery.Recovery(
+                replace(fault(kind, 100.0, 100.0), load=2.0),
+                None if seconds is None else recovery.Commit(1, 2, 100.0 + seconds),
+            )
+            for kind, seconds in found
+        ]
+        return replace(
+            summary(checks.SinkCheck(86, 0, 0, 0, 0)), recoveries=recoveries, standby=standby
+        )
+
+    cold = soak(0, (FaultKind.DRIVER_KILL, 17.4), (FaultKind.NODE_PARTITION, 35.0))
+    hot = soak(1, (FaultKind.DRIVER_KILL, 5.7), (FaultKind.NODE_PARTITION, None))
+    assert hot.lines()[0] == "mode: standby 1, warm-handover upgrades"
+    head, kill, partition = (" ".join(line.split()) for line in report.compare([cold, hot]))
+    assert head == "fault -> next commit standby 0: p50 / max (load) standby 1: p50 / max (load)"
+    assert kill == "driver-kill 17.4 s / 17.4 s (2.0) 5.7 s / 5.7 s (2.0)"
+    assert partition == "node-partition 35.0 s / 35.0 s (2.0) not recovered (1)"
 
 
 # -- manifest ---------------------------------------------------------------------------
@@ -273,3 +347,10 @@ def test_the_soak_pipeline_is_a_valid_spec_of_the_events_example() -> None:
     assert spec.dead_letter is not None
     assert spec.dead_letter.kafka.topic == "t-dlq"
     assert target.checkpoint_key("c1") == "c1/ns/soak"
+    assert (spec.standby, spec.upgrade.mode) == (0, UpgradeMode.CLEAN_STOP)
+
+
+def test_the_soak_with_a_standby_upgrades_by_warm_handover() -> None:
+    target = Target("ns", "soak", "127.0.0.1:1", "t", "t-dlq", "127.0.0.1:2", "ks")
+    spec = PipelineSpec.model_validate(manifest(target, "sluice-soak/job:v1", standby=1)["spec"])
+    assert (spec.standby, spec.upgrade.mode) == (1, UpgradeMode.WARM_HANDOVER)

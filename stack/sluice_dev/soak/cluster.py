@@ -102,6 +102,11 @@ class Pipeline:
             "delete", "sp", self.target.name, "-n", self.target.namespace, "--timeout=180s"
         )
 
+    def standby_ready(self) -> bool:
+        """A hot standby of the running spec is Ready to take over."""
+        standby = (self.status() or {}).get("standby") or {}
+        return standby.get("purpose") == "Failover" and standby.get("state") == "Ready"
+
     def driver_pod(self) -> dict[str, Any] | None:
         status = self.status() or {}
         if not status.get("driverPod"):

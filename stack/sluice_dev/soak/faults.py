@@ -43,6 +43,7 @@ class Chaos:
     operator: cluster.Operator
     images: tuple[str, ...]
     wait: Wait
+    standby: int = 0
 
     def inject(self, step: Step) -> Injected:
         status = self.pipeline.status() or {}
@@ -108,5 +109,5 @@ class Chaos:
 
     def _change_image(self, current: str) -> tuple[str, None]:
         image = next((i for i in self.images if i != current), self.images[0])
-        self.kubectl.apply(manifest(self.pipeline.target, image))
+        self.kubectl.apply(manifest(self.pipeline.target, image, self.standby))
         return f"{current} -> {image}", None

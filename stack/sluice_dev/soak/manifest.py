@@ -30,7 +30,11 @@ class Target:
         return cluster.checkpoint_key(cluster_id, self.namespace, self.name)
 
 
-def manifest(target: Target, image: str) -> dict[str, Any]:
+def manifest(target: Target, image: str, standby: int = 0) -> dict[str, Any]:
+    """The pipeline on ``image``; with ``standby`` 1, a hot standby kept beside the
+    driver and spec changes made by warm handover (the mode a user picks for fast
+    recovery), else none and clean-stop upgrades (the defaults)."""
+    upgrade = "WarmHandover" if standby else "CleanStop"
     spec = PipelineSpec.model_validate(
         {
             "image": image,
@@ -56,7 +60,8 @@ def manifest(target: Target, image: str) -> dict[str, Any]:
             },
             "trigger": {"intervalSeconds": 1},
             "spark": {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}},
-            "upgrade": {"stopTimeoutSeconds": 60},
+            "upgrade": {"mode": upgrade, "stopTimeoutSeconds": 60},
+            "standby": standby,
             "failover": {"nodeLostSeconds": 5},
             "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 8, "maxFailures": 10},
         }

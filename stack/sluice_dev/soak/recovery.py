@@ -6,10 +6,15 @@ fault, and p50/max per kind, come out.
 
 Recovery runs from the fault to the *next commit*: the first commit at or after the
 moment the fault was over (a dependency healthy again, the operator back) and, for
-faults that take the driver away, a commit by a newer driver (a higher epoch), since
-the old driver may still commit a batch it had in hand. For those, the claim of the
-new driver splits the time in two: fault -> claim (detection, back-off, pod start,
-Spark session start) and claim -> commit (the first batch).
+faults that take the driver away, a commit by a newer driver (a higher epoch). For
+those, the old driver may go on committing after the fault: a batch it had in hand,
+a warm handover's driver until its successor is ready, a partitioned node's driver
+(cut off the API only) until it is fenced. So their recovery time is the pipeline's
+stall: from the later of the fault and the old driver's last commit before the new
+driver's first, to that first commit (the time no commit was made because of the
+fault). The time from the fault to the new driver's first commit is kept beside it
+(``replaced``), and the new driver's claim splits that in two: fault -> claim
+(detection, back-off, pod start, Spark session start) and claim -> commit.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class Fault:
     epoch: int
     """The driver's epoch when the fault began."""
     note: str = ""
+    load: float | None = None
+    """The machine's 1-minute load average, the highest sampled from the fault to its
+    next commit: a slow recovery on a busy machine is read against it."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +63,24 @@ class Recovery:
     fault: Fault
     commit: Commit | None
     claim: Claim | None = None
+    stalled_from: float | None = None
+    """A fault that replaced the driver: the later of the fault and the old driver's
+    last commit before ``commit``; ``None`` for the others (the fault's start)."""
 
     @property
     def seconds(self) -> float | None:
-        return None if self.commit is None else self.commit.at - self.fault.started
+        """Seconds without a commit because of the fault (see the module)."""
+        if self.commit is None:
+            return None
+        return self.commit.at - max(self.fault.started, self.stalled_from or 0.0)
+
+    @property
+    def replaced(self) -> float | None:
+        """A fault that replaced the driver: seconds from it to the new driver's first
+        commit."""
+        if self.commit is None or self.stalled_from is None:
+            return None
+        return self.commit.at - self.fault.started
 
     @property
     def to_claim(self) -> float | None:
@@ -73,8 +95,12 @@ class Recovery:
         parts[0] += f", epoch {self.commit.epoch})"
         if fault.cleared > fault.started:
             parts.append(f"over after {fault.cleared - fault.started:.1f}s")
+        if self.replaced is not None and self.replaced - self.seconds > 0.05:
+            parts.append(f"new driver's first commit {self.replaced:.1f}s after the fault")
         if self.to_claim is not None:
             parts.append(f"new driver claimed after {self.to_claim:.1f}s")
+        if fault.load is not None:
+            parts.append(f"load {fault.load:.1f}")
         if fault.note:
             parts.append(fault.note)
         return f"{head} " + "; ".join(parts)
@@ -89,10 +115,11 @@ def recovery(fault: Fault, commits: Iterable[Commit], claims: Iterable[Claim] = 
         if c.at >= fault.cleared and (not fault.kind.replaces_driver or c.epoch > fault.epoch)
     ]
     commit = min(eligible, key=lambda c: (c.at, c.batch_id), default=None)
-    claim = None
-    if commit is not None and fault.kind.replaces_driver:
-        claim = next((c for c in claims if c.epoch == commit.epoch), None)
-    return Recovery(fault, commit, claim)
+    if commit is None or not fault.kind.replaces_driver:
+        return Recovery(fault, commit)
+    claim = next((c for c in claims if c.epoch == commit.epoch), None)
+    before = [c.at for c in commits if c.epoch < commit.epoch and c.at <= commit.at]
+    return Recovery(fault, commit, claim, max([fault.started, *before]))
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -110,6 +137,8 @@ class KindStats:
     max: float | None
     claim_p50: float | None
     """Fault -> new driver's claim, p50 (faults that replace the driver)."""
+    load_p50: float | None = None
+    """The load average during the faults (each fault's highest), p50."""
 
     def line(self) -> str:
         def seconds(value: float | None) -> str:
@@ -121,6 +150,8 @@ class KindStats:
         )
         if self.claim_p50 is not None:
             text += f"  (to new driver's claim p50 {seconds(self.claim_p50)})"
+        if self.load_p50 is not None:
+            text += f"  load p50 {self.load_p50:.1f}"
         return text
 
 
@@ -133,6 +164,7 @@ def per_kind(recoveries: Iterable[Recovery]) -> list[KindStats]:
     for kind, items in by_kind.items():
         times = [r.seconds for r in items if r.seconds is not None]
         claims = [r.to_claim for r in items if r.to_claim is not None]
+        loads = [r.fault.load for r in items if r.fault.load is not None]
         stats.append(
             KindStats(
                 kind,
@@ -141,6 +173,7 @@ def per_kind(recoveries: Iterable[Recovery]) -> list[KindStats]:
                 percentile(times, 50) if times else None,
                 max(times) if times else None,
                 percentile(claims, 50) if claims else None,
+                percentile(loads, 50) if loads else None,
             )
         )
     return stats

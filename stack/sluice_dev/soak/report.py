@@ -31,6 +31,8 @@ class Summary:
     recoveries: Sequence[recovery.Recovery]
     records_per_second: float | None
     notes: Sequence[str] = field(default_factory=tuple)
+    standby: int = 0
+    """The pipeline's hot standbys (with 1, spec changes were warm handovers)."""
 
     @property
     def counters(self) -> dict[str, int]:
@@ -58,7 +60,13 @@ class Summary:
     def lines(self) -> list[str]:
         made = self.production
         rate = self.records_per_second
+        mode = (
+            "standby 1, warm-handover upgrades"
+            if self.standby
+            else "no standby, clean-stop upgrades"
+        )
         lines = [
+            f"mode: {mode}",
             f"sequence numbers produced: {made.sequence_numbers} (committed {made.committed}, "
             f"aborted {made.aborted}, malformed among committed {made.malformed_committed})",
             f"records in sink: {self.sink.rows}",
@@ -83,3 +91,35 @@ def records_per_second(commits: Sequence[recovery.Commit]) -> float | None:
     ordered = sorted(commits, key=lambda c: c.at)
     seconds = ordered[-1].at - ordered[0].at
     return sum(c.records for c in ordered[1:]) / seconds if seconds > 0 else None
+
+
+def compare(summaries: Sequence[Summary]) -> list[str]:
+    """Fault -> next commit per kind of fault, one column per soak (its mode): p50 / max
+    and the load average's p50 during those faults."""
+    columns = [
+        ({s.kind: s for s in recovery.per_kind(summary.recoveries)}, summary)
+        for summary in summaries
+    ]
+    kinds = list(dict.fromkeys(k for by_kind, _ in columns for k in by_kind))
+    head = f"{'fault -> next commit':<22}" + "".join(
+        f"{f'standby {summary.standby}: p50 / max (load)':<36}" for _, summary in columns
+    )
+    lines = [head.rstrip()]
+    for kind in kinds:
+        cells = []
+        for by_kind, _ in columns:
+            stats = by_kind.get(kind)
+            cells.append("-" if stats is None else _cell(stats))
+        lines.append((f"{kind.value:<22}" + "".join(f"{c:<36}" for c in cells)).rstrip())
+    return lines
+
+
+def _cell(stats: recovery.KindStats) -> str:
+    if stats.p50 is None or stats.max is None:
+        return f"not recovered ({stats.count})"
+    text = f"{stats.p50:.1f} s / {stats.max:.1f} s"
+    if stats.recovered < stats.count:
+        text += f", {stats.count - stats.recovered} not recovered"
+    if stats.load_p50 is not None:
+        text += f" ({stats.load_p50:.1f})"
+    return text

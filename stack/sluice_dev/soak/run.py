@@ -9,9 +9,10 @@ second soak starts clean: fresh topics, an empty sink table and no checkpoint.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -47,6 +48,8 @@ class Options:
     """Events per second."""
     seed: int = 12
     spec_changes: int = 2
+    standby: int = 0
+    """Hot standbys of the pipeline (0 or 1); with 1, spec changes are warm handovers."""
     kinds: tuple[schedule.FaultKind, ...] = schedule.FAULT_KINDS
     bad_every: int = 20
     """Every n-th event malformed: 20 is 5 %."""
@@ -54,6 +57,9 @@ class Options:
     namespace: str = "sluice-soak"
     keyspace: str = "sluice_soak"
     recovery_timeout: float = 300.0
+    drain_timeout: float = 600.0
+    """How long the checkpoint may take to reach Kafka's last stable offsets once
+    production has ended."""
     settle_seconds: float = 5.0
     """At least this long between one fault's recovery and the next fault."""
 
@@ -117,7 +123,7 @@ class Soak:
         ensure_topic(target.bootstrap, target.dead_letter_topic, 1)
         store.reset()
         self.say(f"topic {target.topic} ({PARTITIONS} partitions), sink {target.keyspace}.events")
-        kubectl.apply(manifest(target, images[0]))
+        kubectl.apply(manifest(target, images[0], opts.standby))
         production = Production(
             target.bootstrap,
             target.topic,
@@ -159,7 +165,7 @@ class Soak:
             duration=max(60.0, opts.events / opts.rate - (began - started)),
         )
         self.say(f"{len(steps)} faults planned: " + ", ".join(s.kind.value for s in steps))
-        chaos = Chaos(self.layout, kubectl, pipeline, operator, images, self._wait)
+        chaos = Chaos(self.layout, kubectl, pipeline, operator, images, self._wait, opts.standby)
         for step in steps:
             if not self._fault(step, began, chaos, pipeline, store, producer):
                 break
@@ -197,11 +203,18 @@ class Soak:
         except SoakError as err:
             self.notes.append(f"faults stopped before fault {step.number}: {err}")
             return False
+        if self.options.standby:  # measured as a user runs it: with the standby Ready
+            try:
+                self._wait(
+                    pipeline.standby_ready, "the hot standby Ready", self.options.recovery_timeout
+                )
+            except SoakError as err:
+                self.notes.append(f"fault {step.number} injected without a Ready standby: {err}")
         time.sleep(self.options.settle_seconds)
         before = store.last_batch() or 0
         injected = chaos.inject(step)
-        self.faults.append(injected.fault)
         found = self._follow(injected.fault, before, pipeline, store)
+        self.faults.append(found.fault)
         self.say(f"{found.line()}  [produced {producer.produced:,}]")
         if injected.undo is not None:
             injected.undo()
@@ -213,9 +226,11 @@ class Soak:
         """Poll the batch history until the commit that ends ``fault``; give up at the
         deadline, or at once if the pipeline went ``Failed`` (noted either way)."""
         deadline = time.monotonic() + self.options.recovery_timeout
+        load = os.getloadavg()[0]
         found = recovery.recovery(fault, [])
         polls = 0
         while found.commit is None:
+            load = max(load, os.getloadavg()[0])
             if time.monotonic() > deadline:
                 self.notes.append(
                     f"fault {fault.number} ({fault.kind}): no commit within "
@@ -231,15 +246,21 @@ class Soak:
                 break
             time.sleep(0.5)
             found = recovery.recovery(fault, store.commits_after(before) or [])
-        return found
+        return replace(found, fault=replace(fault, load=load))
 
     def _drained(self, store: Store) -> dict[int, int]:
         """Kafka's last stable offsets, once the checkpoint holds them (or a note)."""
-        stable = kafka.last_stable_offsets(self.target.bootstrap, self.target.topic)
-        try:
-            self._wait(lambda: store.committed() == stable, "the last stable offsets", 600)
-        except SoakError as err:
-            self.notes.append(str(err))
+        target = self.target
+        stable, held = drained(
+            lambda: kafka.last_stable_offsets(target.bootstrap, target.topic),
+            store.committed,
+            self.options.drain_timeout,
+        )
+        if not held:
+            self.notes.append(
+                f"timed out after {self.options.drain_timeout:.0f}s waiting for the "
+                "checkpoint to reach the last stable offsets"
+            )
         return stable
 
     def _summary(
@@ -275,6 +296,7 @@ class Soak:
             offsets_off=checks.offsets_off(committed, stable),
             recoveries=recoveries,
             records_per_second=report.records_per_second(commits),
+            standby=self.options.standby,
             notes=tuple(self.notes),
         )
 
@@ -294,6 +316,27 @@ class Soak:
             if time.monotonic() > deadline:
                 raise SoakError(f"timed out after {timeout:.0f}s waiting for {what}")
             time.sleep(0.5)
+
+
+def drained(
+    stable: Callable[[], dict[int, int]],
+    committed: Callable[[], dict[int, int] | None],
+    timeout: float,
+    poll: float = 0.5,
+) -> tuple[dict[int, int], bool]:
+    """Wait until the checkpoint holds Kafka's last stable offsets, both read afresh at
+    every poll: the last stable offset still moves after production has ended (a
+    transaction the broker aborts once its timeout passes, e.g. one left open by a
+    broker restart, moves it past the abort marker, and the driver follows). The last
+    stable offsets last read, and whether the checkpoint held them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = stable()
+        if committed() == offsets:
+            return offsets, True
+        if time.monotonic() > deadline:
+            return offsets, False
+        time.sleep(poll)
 
 
 def run(layout: Layout, options: Options, say: Say) -> report.Summary:
