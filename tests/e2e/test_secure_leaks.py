@@ -24,12 +24,12 @@ from tests.support import state
 from tests.support.agents import ISOLATION_TAINT, private_agent
 from tests.support.e2e import JOB_IMAGE, job_images, manifest
 from tests.support.operator import Operators, Pipeline
+from tests.support.secure import grant_pipeline, secured
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 RECORDS = 400
-USABLE = {"sluice.dev/usable": "true"}
 
 
 def test_secrets_reach_the_driver_and_nothing_else(
@@ -45,22 +45,17 @@ def test_secrets_reach_the_driver_and_nothing_else(
     spark_jars: tuple[Path, ...],
     tmp_path: Path,
 ) -> None:
-    kafka_user, kafka_password = f"leak-{uuid.uuid4().hex[:8]}", _awkward()
-    kafka_secure.add_scram_user(kafka_user, kafka_password, "SCRAM-SHA-512")
-    role, role_password = f"leak_{uuid.uuid4().hex[:8]}", _awkward()
-    cassandra_secure.create_role(
-        role, role_password, secure_events_keyspace, ("SELECT", "MODIFY", "CREATE")
-    )
+    kafka_password, role_password = _awkward(), _awkward()
     namespace = pipeline.namespace
-    for name, data in {
-        "kafka-login": {"username": kafka_user, "password": kafka_password},
-        "kafka-ca": {"ca.crt": kafka_secure.ca_pem},
-        "cassandra-login": {"username": role, "password": role_password},
-        "cassandra-ca": {"ca.crt": cassandra_secure.ca_pem},
-    }.items():
-        core.create_namespaced_secret(
-            namespace, {"metadata": {"name": name, "labels": USABLE}, "stringData": data}
-        )
+    grant_pipeline(
+        core,
+        namespace,
+        kafka_secure,
+        cassandra_secure,
+        secure_events_keyspace,
+        name=f"leak_{uuid.uuid4().hex[:8]}",
+        passwords=(kafka_password, role_password),
+    )
     topic = kafka_topic(partitions=2)
     factory = EventFactory(seed=71)
     produce(kafka_bootstrap, topic, RECORDS, factory=factory)
@@ -77,25 +72,19 @@ def test_secrets_reach_the_driver_and_nothing_else(
                     images=job_images(tmp_path, spark_jars),
                 )
             )
-        spec = manifest(
-            pipeline.name,
-            namespace,
-            image=f"{JOB_IMAGE}:v1",
-            bootstrap=kafka_secure.sasl_ssl_bootstrap,
-            topic=topic,
-            contact=cassandra_secure.contact,
-            keyspace=secure_events_keyspace,
-            pool=pool,
-            toleration=ISOLATION_TAINT,
-        )["spec"]
-        spec["source"]["kafka"]["security"] = {
-            "protocol": "SASL_SSL",
-            "sasl": {"credentialsSecret": "kafka-login"},
-            "tls": {"caSecret": "kafka-ca"},
-        }
-        cassandra = {"credentialsSecret": "cassandra-login", "tls": {"caSecret": "cassandra-ca"}}
-        spec["sink"]["cassandra"] |= cassandra
-        spec["checkpoint"]["cassandra"] |= cassandra
+        spec = secured(
+            manifest(
+                pipeline.name,
+                namespace,
+                image=f"{JOB_IMAGE}:v1",
+                bootstrap=kafka_secure.sasl_ssl_bootstrap,
+                topic=topic,
+                contact=cassandra_secure.contact,
+                keyspace=secure_events_keyspace,
+                pool=pool,
+                toleration=ISOLATION_TAINT,
+            )["spec"]
+        )
         operators.start()
         pipeline.create(spec)
         pipeline.wait_phase("Running", epoch=1, timeout=180)

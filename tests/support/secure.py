@@ -120,3 +120,54 @@ def cassandra_cluster(
         control_connection_timeout=5,
         **options,
     )
+
+
+USABLE = {"sluice.dev/usable": "true"}
+"""The label that lets the operator hand a Secret to a pipeline (its default)."""
+PIPELINE_SECRETS = ("kafka-login", "kafka-ca", "cassandra-login", "cassandra-ca")
+
+
+def grant_pipeline(
+    core: Any,
+    namespace: str,
+    kafka: KafkaSecure,
+    cassandra: CassandraSecure,
+    keyspace: str,
+    *,
+    name: str,
+    passwords: tuple[str, str],
+) -> None:
+    """A pipeline's way in: the SCRAM user ``name`` on Kafka and the login role
+    ``name`` on ``cassandra-secure`` (keyspace ``keyspace`` only), with the passwords
+    ``passwords`` (Kafka's, Cassandra's), and the labelled Secrets of
+    :data:`PIPELINE_SECRETS` in ``namespace`` holding them and both CAs."""
+    kafka_password, role_password = passwords
+    kafka.add_scram_user(name, kafka_password, "SCRAM-SHA-512")
+    cassandra.create_role(name, role_password, keyspace, ("SELECT", "MODIFY", "CREATE"))
+    for secret, data in zip(
+        PIPELINE_SECRETS,
+        (
+            {"username": name, "password": kafka_password},
+            {"ca.crt": kafka.ca_pem},
+            {"username": name, "password": role_password},
+            {"ca.crt": cassandra.ca_pem},
+        ),
+        strict=True,
+    ):
+        core.create_namespaced_secret(
+            namespace, {"metadata": {"name": secret, "labels": USABLE}, "stringData": data}
+        )
+
+
+def secured(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` reading Kafka over ``SASL_SSL`` and reaching Cassandra (sink and
+    checkpoint) with a password and TLS, through the Secrets of :func:`grant_pipeline`."""
+    spec["source"]["kafka"]["security"] = {
+        "protocol": "SASL_SSL",
+        "sasl": {"credentialsSecret": "kafka-login"},
+        "tls": {"caSecret": "kafka-ca"},
+    }
+    cassandra = {"credentialsSecret": "cassandra-login", "tls": {"caSecret": "cassandra-ca"}}
+    spec["sink"]["cassandra"] |= cassandra
+    spec["checkpoint"]["cassandra"] |= cassandra
+    return spec
