@@ -259,11 +259,17 @@ def test_a_promoted_standby_running_its_loop_gets_a_new_standby() -> None:
 
 @pytest.mark.parametrize(
     ("commits", "lag", "started"),
-    [(0, 500, False), (1, 500, True), (0, 0, True), (None, 500, True)],
-    ids=["first-batch-pending", "first-batch-committed", "nothing-to-read", "older-driver"],
+    [(0, 500, False), (1, 500, True), (0, 0, True), (None, 500, True), (0, None, True)],
+    ids=[
+        "first-batch-pending",
+        "first-batch-committed",
+        "nothing-to-read",
+        "older-driver",
+        "no-lag",
+    ],
 )
 def test_the_next_standby_starts_once_the_promoted_driver_has_its_first_batch_behind_it(
-    commits: int | None, lag: int, started: bool
+    commits: int | None, lag: int | None, started: bool
 ) -> None:
     """Seen in a chaos run: the next standby's JVM started as the promoted one began
     the batch that ends the failover, and that batch took 17.7 s (3-6 s after)."""
