@@ -79,12 +79,14 @@ def retry_in(spec: PipelineSpec, previous: Standby | None, now: datetime) -> flo
 
 def wanted(obs: Observed, spec: PipelineSpec, status: Status, pod: PodView) -> bool:
     """A hot standby should be started now: asked for, none live, and the driver
-    ``pod`` runs its loop under the current epoch and has its first batch behind it
-    (committed one, has nothing to read, or reports no lag to tell). A standby
-    started alongside a driver's own start, or its first batch, would only slow
-    both: in a chaos run on two cores a promoted standby's first batch (the one that
-    ends the failover) took 17.7 s while the next standby's JVM started beside it,
-    and the batches after it 3-6 s."""
+    ``pod`` has claimed the current epoch and has its first batch behind it (it
+    committed one, or its lag says it has nothing to read). A standby started
+    alongside a driver's own start, or its first batch, would only slow both: in a
+    chaos run on two cores a promoted standby's first batch (the one that ends the
+    failover) took 17.7 s while the next standby's JVM started beside it, and the
+    batches after it 3-6 s; and a standby started before the driver's first commit
+    gets ready with no committed records to warm up on. A driver too old to report
+    its batches says it has claimed only once it has committed."""
     if spec.standby < 1 or (status.standby is not None and status.standby.live):
         return False
     if pod.phase is not PodPhase.RUNNING or pod.deleting:
@@ -92,7 +94,9 @@ def wanted(obs: Observed, spec: PipelineSpec, status: Status, pod: PodView) -> b
     report = obs.progress
     if report is None or report.epoch != status.epoch or report.standby_ready:
         return False
-    return report.commits is None or report.commits > 0 or not report.lag  # lag 0, unknown
+    if not report.claimed:
+        return False
+    return report.commits is None or report.commits > 0 or report.lag == 0
 
 
 def promotable(standby: Standby, pod: PodView | None) -> bool:
