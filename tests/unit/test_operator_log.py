@@ -33,14 +33,14 @@ def test_every_event_the_operator_emits_is_a_log_line_at_its_level(
     promoted = Emit("Normal", "Promoted", "promoting standby kpis-driver-4 (epoch 4)")
     lost = Emit("Warning", "NodeLost", "node sluice-node-a of kpis-driver-3 lost for 5s")
     decision = Decision((lost, promoted, RemovePod("kpis-driver-3")))
-    kube = Kube()
+    kube, seen = Kube(), observed(Status(phase=Phase.RUNNING, epoch=3))
     with caplog.at_level(logging.INFO, logger="sluice_operator"):
-        reconcile._apply(kube, observed(Status(phase=Phase.RUNNING, epoch=3)), decision)  # type: ignore[arg-type]
+        reconcile._apply(kube, seen, decision)  # type: ignore[arg-type]
 
     lines = [(r.levelno, r.getMessage()) for r in caplog.records]
-    namespace, name = observed(Status()).namespace, observed(Status()).name
+    where = f"{seen.namespace}/{seen.name}"
     assert lines == [
-        (logging.WARNING, f"{namespace}/{name} NodeLost: {lost.message}"),
-        (logging.INFO, f"{namespace}/{name} Promoted: {promoted.message}"),
+        (logging.WARNING, f"{where} NodeLost: {lost.message}"),
+        (logging.INFO, f"{where} Promoted: {promoted.message}"),
     ]
     assert kube.applied == list(decision.actions)

@@ -72,7 +72,8 @@ class Recovery:
         """Seconds without a commit because of the fault (see the module)."""
         if self.commit is None:
             return None
-        return self.commit.at - max(self.fault.started, self.stalled_from or 0.0)
+        since = self.fault.started if self.stalled_from is None else self.stalled_from
+        return self.commit.at - since
 
     @property
     def replaced(self) -> float | None:
@@ -109,6 +110,7 @@ class Recovery:
 def recovery(fault: Fault, commits: Iterable[Commit], claims: Iterable[Claim] = ()) -> Recovery:
     """The commit that ends ``fault`` (``None`` if none did yet), and for a fault that
     replaces the driver, the claim of the driver that made it."""
+    commits = list(commits)  # read twice: the commit that ends the fault, the one before
     eligible = [
         c
         for c in commits
