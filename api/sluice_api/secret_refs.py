@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sluice_api import env as names
-from sluice_api.spec import KafkaSecurity, PipelineSpec, Tls
+from sluice_api.security import KafkaSecurity, Tls
+from sluice_api.spec import PipelineSpec
 
 CA_KEY = "ca.crt"
 CERT_KEY = "tls.crt"

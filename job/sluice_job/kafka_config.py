@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice_api import env as names
-from sluice_api.spec import KafkaSecurity, SaslMechanism, SecurityProtocol
+from sluice_api.security import KafkaSecurity, SaslMechanism, SecurityProtocol
 from sluice_job.cassandra_session import Credentials
 from sluice_job.tls import TlsMaterial
 

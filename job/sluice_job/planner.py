@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
+from sluice_api.source import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
 
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sluice_api.spec import OffsetReset, ResetTo
+from sluice_api.offset_reset import OffsetReset, ResetTo
 from sluice_job import offsets
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
-from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, ResetTo
+from sluice_api.offset_reset import OffsetReset, ResetTo
+from sluice_api.source import OnOffsetOutOfRange
 from sluice_job import announce, logs, offsets, outages, reset, stopping, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, attempted, deadline, log_fields

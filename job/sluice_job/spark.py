@@ -3,7 +3,7 @@
 A micro-batch is a few short Spark jobs every few seconds, not one long job, so
 Spark's defaults (tuned for big batch jobs) cost latency. Each default below can be
 overridden by ``spec.spark.conf``; docs/tuning.md explains them with measurements.
-``spec.spark.conf`` takes tuning settings only (``sluice_api.spec.SPARK_CONF_KEYS``),
+``spec.spark.conf`` takes tuning settings only (``sluice_api.spark_conf.SPARK_CONF_KEYS``),
 and the operator's Kubernetes settings are applied after it.
 
 * ``spark.locality.wait=0s``: a task runs on the first free core. Waiting (3 s by
@@ -42,7 +42,8 @@ from typing import Final
 from pyspark.sql import SparkSession
 
 from sluice_api import env as names
-from sluice_api.spec import UI_PORT, PipelineSpec
+from sluice_api.spark import UI_PORT
+from sluice_api.spec import PipelineSpec
 
 LOOPBACK: Final = "127.0.0.1"
 REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"

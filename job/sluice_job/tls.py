@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice_api import env as names
-from sluice_api.spec import Tls
+from sluice_api.security import Tls
 
 
 class TlsMaterialError(Exception):

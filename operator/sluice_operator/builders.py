@@ -21,7 +21,9 @@ from pydantic import BaseModel
 from sluice_api import env as env_names
 from sluice_api import pod as pod_settings
 from sluice_api import secret_refs
-from sluice_api.spec import UI_PORT, PipelineSpec, Placement
+from sluice_api.resources import Placement
+from sluice_api.spark import UI_PORT
+from sluice_api.spec import PipelineSpec
 from sluice_api.status import StandbyPurpose
 from sluice_operator import naming
 

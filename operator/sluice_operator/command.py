@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sluice_api import names
-from sluice_api.spec import OffsetReset
+from sluice_api.offset_reset import OffsetReset
 
 DESCRIPTION = "Replay or skip a StreamingPipeline's Kafka offsets, and show where it stands."
 

@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from sluice_api import secret_refs
-from sluice_api.spec import KafkaSecurity, PipelineSpec, Tls
+from sluice_api.security import KafkaSecurity, Tls
+from sluice_api.spec import PipelineSpec
 
 CONDITION: Final = "SecretsUsable"
 

@@ -29,14 +29,9 @@ from pydantic.json_schema import GenerateJsonSchema, NoDefault
 from pydantic_core import core_schema
 
 from sluice_api import pod
-from sluice_api.spec import (
-    CODEC_KEY,
-    DATACENTER,
-    SPARK_CONF_CODECS,
-    SPARK_CONF_KEYS,
-    SPARK_CONF_PREFIXES,
-    PipelineSpec,
-)
+from sluice_api.checkpoint import DATACENTER
+from sluice_api.spark_conf import CODEC_KEY, SPARK_CONF_CODECS, SPARK_CONF_KEYS, SPARK_CONF_PREFIXES
+from sluice_api.spec import PipelineSpec
 from sluice_api.status import PipelineStatus
 from sluice_operator import naming
 
@@ -236,7 +231,7 @@ _SPARK_CONF_ALLOWED: Final = (
     + " || ".join(f"key.startsWith('{prefix}')" for prefix in SPARK_CONF_PREFIXES)
     + ") && !key.lowerAscii().contains('class')"
 )
-"""``sluice_api.spec.spark_conf_allowed`` in CEL."""
+"""``sluice_api.spark_conf.spark_conf_allowed`` in CEL."""
 _CODECS: Final = _cel_list(SPARK_CONF_CODECS)
 
 _DEAD_LETTER_LOOP: Final = (

@@ -42,7 +42,8 @@ from datetime import datetime, timedelta
 
 from sluice_api import termination
 from sluice_api.exitcodes import ExitCode
-from sluice_api.spec import PipelineSpec, UpgradeMode
+from sluice_api.replacement import UpgradeMode
+from sluice_api.spec import PipelineSpec
 from sluice_operator import (
     builders,
     changes,

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from sluice_api.affinity import NodeRequirement, NodeSelectorTerm
-from sluice_api.spec import PipelineSpec, Placement
+from sluice_api.resources import Placement
+from sluice_api.spec import PipelineSpec
 
 CONDITION: Final = "PodSettingsAllowed"
 REASON: Final = "NotAllowed"

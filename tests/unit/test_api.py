@@ -123,7 +123,7 @@ def _checkpoint(**fields: object) -> dict[str, object]:
 def test_create_keyspace_needs_a_replication_and_each_strategy_its_replicas() -> None:
     from pydantic import ValidationError
 
-    from sluice_api.spec import CassandraCheckpoint
+    from sluice_api.checkpoint import CassandraCheckpoint
 
     with pytest.raises(ValidationError, match="createKeyspace needs replication"):
         CassandraCheckpoint.model_validate(_checkpoint(createKeyspace=True))
@@ -142,7 +142,7 @@ def test_create_keyspace_needs_a_replication_and_each_strategy_its_replicas() ->
 
 
 def test_replication_as_cql() -> None:
-    from sluice_api.spec import KeyspaceReplication
+    from sluice_api.checkpoint import KeyspaceReplication
 
     nts = KeyspaceReplication.model_validate({"datacenters": {"eu": 3, "us": 3}})
     assert nts.cql() == "{'class': 'NetworkTopologyStrategy', 'eu': '3', 'us': '3'}"

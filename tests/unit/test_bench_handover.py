@@ -7,7 +7,8 @@ import pytest
 
 from bench import handover
 from bench.handover import ModeResult, Upgrade
-from sluice_api.spec import PipelineSpec, UpgradeMode
+from sluice_api.replacement import UpgradeMode
+from sluice_api.spec import PipelineSpec
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sluice_api.spec import CassandraSink
+from sluice_api.sink import CassandraSink
 from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.cassandra_batches import Bounds, estimated_size, grouped
 

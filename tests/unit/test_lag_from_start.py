@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice_api.spec import OnOffsetOutOfRange, StartingOffsets
+from sluice_api.source import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.checkpoint import Batch, Checkpoint
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
 from sluice_job.planner import Policy, plan, starts

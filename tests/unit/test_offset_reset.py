@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sluice_api.spec import OffsetReset
+from sluice_api.offset_reset import OffsetReset
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.reset import AppliedReset, ResetError, targets
 from tests.support.observations import spec

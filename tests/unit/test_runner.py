@@ -11,7 +11,8 @@ from datetime import datetime
 
 import pytest
 
-from sluice_api.spec import OffsetReset, OnOffsetOutOfRange, StartingOffsets
+from sluice_api.offset_reset import OffsetReset
+from sluice_api.source import OnOffsetOutOfRange, StartingOffsets
 from sluice_job.backpressure import RateControl
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from sluice_api import secret_refs
-from sluice_api.spec import KafkaSecurity
+from sluice_api.security import KafkaSecurity
 from sluice_job.kafka_config import KafkaAccess, KafkaCredentialsError, jaas_quoted
 from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_operator.builders import credential_env

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from sluice_api.spec import PipelineSpec, UpgradeMode
+from sluice_api.replacement import UpgradeMode
+from sluice_api.spec import PipelineSpec
 from sluice_dev.events import EventFactory
 from sluice_dev.soak import checks, ledger, recovery, report, run, schedule
 from sluice_dev.soak.manifest import Target, manifest

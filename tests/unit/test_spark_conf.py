@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sluice_api.spec import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES, PipelineSpec
+from sluice_api.spark_conf import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES
+from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import REPO_ROOT
 from sluice_job.spark import spark_conf, ui_env
 

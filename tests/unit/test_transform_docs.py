@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from sluice_api.spec import spark_conf_allowed
+from sluice_api.spark_conf import spark_conf_allowed
 from sluice_dev import pins
 from sluice_dev.paths import REPO_ROOT
 

@@ -30,7 +30,7 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
-from sluice_api.spec import PubSubSource
+from sluice_api.source import PubSubSource
 from sluice_job.pubsub.messages import Message
 from sluice_job.sinks.datastore_credentials import ServiceAccount
 

@@ -18,7 +18,8 @@ from typing import Any, Final
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
 
-from sluice_api.spec import PUBSUB_MAX_MESSAGE_BYTES, PubSubDeadLetter, PubSubSource
+from sluice_api.dead_letter import PubSubDeadLetter
+from sluice_api.source import PUBSUB_MAX_MESSAGE_BYTES, PubSubSource
 from sluice_job.deadletter import DeadLetterError, Reject, fit, headers
 from sluice_job.pubsub import client
 from sluice_job.pubsub.client import PubSubConfigError, PubSubUnavailableError

@@ -23,7 +23,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from sluice_api.spec import CASSANDRA_BATCH_BYTES, CASSANDRA_BATCH_ROWS
+from sluice_api.sink import CASSANDRA_BATCH_BYTES, CASSANDRA_BATCH_ROWS
 
 Item = TypeVar("Item")
 

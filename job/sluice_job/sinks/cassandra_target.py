@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from sluice_api.spec import CASSANDRA_WRITE_CONCURRENCY
+from sluice_api.sink import CASSANDRA_WRITE_CONCURRENCY
 from sluice_job.cassandra_session import Credentials
 from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.tls import TlsMaterial

@@ -41,8 +41,8 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import datastore
 from pyspark.sql import DataFrame
 
-from sluice_api.spec import DATASTORE_WRITE_CONCURRENCY
-from sluice_api.spec import DatastoreSink as DatastoreSpec
+from sluice_api.sink import DATASTORE_WRITE_CONCURRENCY
+from sluice_api.sink import DatastoreSink as DatastoreSpec
 from sluice_job import keys, logs
 from sluice_job.sinks import ordered
 from sluice_job.sinks.arrow_rows import rows
