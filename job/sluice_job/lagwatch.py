@@ -18,7 +18,7 @@ from typing import Final
 
 EVERY_SECONDS: Final = 5.0
 """How often lag is measured while the driver runs: the operator's status follows it at
-most this often (``decide.Settings.progress_seconds``)."""
+most this often (``settings.Settings.progress_seconds``)."""
 
 
 @dataclass

@@ -25,8 +25,8 @@ from sluice_api.logformat import JsonFormatter
 from sluice_operator import clusterid, podpolicy
 from sluice_operator.builders import DRIVER_CLUSTER_ROLE
 from sluice_operator.consent import DEFAULT_LABEL, ENDPOINTS_ANNOTATION, TOKEN_TYPE, Label
-from sluice_operator.decide import DEFAULTS
 from sluice_operator.leader import LeaderElection, process_identity
+from sluice_operator.settings import DEFAULTS
 
 
 def parser() -> argparse.ArgumentParser:

@@ -27,10 +27,10 @@ import kopf
 
 from sluice_operator import bells, clusterid, naming, scrapes, watched
 from sluice_operator.actions import Decision
-from sluice_operator.decide import Settings
 from sluice_operator.kube import Kube
 from sluice_operator.model import NodeView, PodView
 from sluice_operator.reconcile import reconcile
+from sluice_operator.settings import Settings
 
 RESOURCE = (naming.GROUP, naming.VERSION, naming.PLURAL)
 DRIVERS = {naming.LABEL_PIPELINE: kopf.PRESENT}

@@ -39,7 +39,8 @@ from sluice_operator import (
 from sluice_operator.actions import CreatePod, Decision, Emit, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
-from sluice_operator.decide import DEFAULTS, Settings, after_rejection, decide
+from sluice_operator.decide import decide
+from sluice_operator.failures import after_rejection
 from sluice_operator.kube import Kube, NotOwnedError
 from sluice_operator.model import (
     NodeView,
@@ -50,6 +51,7 @@ from sluice_operator.model import (
     Status,
 )
 from sluice_operator.progress import DriverProgress
+from sluice_operator.settings import DEFAULTS, Settings
 from sluice_operator.watched import Watched
 
 LOG = logging.getLogger("sluice_operator")

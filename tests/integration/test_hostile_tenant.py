@@ -414,7 +414,7 @@ PRIORITY_CLASS = "sluice-test-tenant-critical"
 def test_scheduling_and_identity_settings_the_platform_does_not_allow_create_no_driver(
     operators: Operators, pipeline: Pipeline, core: Any, namespace: str
 ) -> None:
-    """Issue 38, finding 6. Reproduction: with the check in decide._refusal taken out
+    """Issue 38, finding 6. Reproduction: with the check in refusals.refusal taken out
     (the old code), the operator created a driver pod for a toleration with operator
     Exists and no key, a nodeSelector on the control-plane label, an unlisted
     (existing, non-system) PriorityClass and the annotation sidecar.istio.io/inject:

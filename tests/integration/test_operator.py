@@ -12,8 +12,8 @@ import pytest
 from sluice_dev import audit
 from sluice_dev.paths import Layout
 from sluice_dev.servers import kube
-from sluice_operator.decide import DEFAULTS
 from sluice_operator.kube import USER_AGENT
+from sluice_operator.settings import DEFAULTS
 from tests.support.operator import Operators, Pipeline, standin_spec, terminated
 from tests.support.scrape import scrape
 from tests.support.waiting import wait_for

@@ -13,7 +13,8 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, Emit, RemovePod, StopPod, WriteStatus
-from sluice_operator.decide import DEFAULTS, after_rejection, decide, restart_delay
+from sluice_operator.decide import decide
+from sluice_operator.failures import after_rejection, restart_delay
 from sluice_operator.model import (
     LastCommit,
     NodeView,
@@ -24,6 +25,7 @@ from sluice_operator.model import (
     StopReason,
 )
 from sluice_operator.progress import DriverProgress, OffsetReset
+from sluice_operator.settings import DEFAULTS
 from tests.support.observations import NOW, observed, spec
 
 pytestmark = pytest.mark.unit

@@ -16,10 +16,11 @@ from sluice_api import env as env_names
 from sluice_api.pod import reserved_keys
 from sluice_operator import builders, envfrom
 from sluice_operator.actions import CreatePod, Emit, WriteStatus
-from sluice_operator.decide import DEFAULTS, decide
+from sluice_operator.decide import decide
 from sluice_operator.envfrom import Kind, Source
 from sluice_operator.kube import object_keys
 from sluice_operator.model import Status
+from sluice_operator.settings import DEFAULTS
 from tests.support.observations import SPEC, observed, spec
 
 pytestmark = pytest.mark.unit

@@ -21,9 +21,9 @@ from sluice_job.hot_standby import hot_turn, wait_for_promotion
 from sluice_job.standby import Turn
 from sluice_operator import builders, promote, reconcile, scrapes
 from sluice_operator.actions import Decision, Promote
-from sluice_operator.decide import DEFAULTS
 from sluice_operator.model import Phase, Status
 from sluice_operator.scrapeget import Outcome
+from sluice_operator.settings import DEFAULTS
 from tests.support.observations import observed
 from tests.support.waiting import wait_for
 

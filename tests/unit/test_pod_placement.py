@@ -12,8 +12,10 @@ from pydantic import ValidationError
 
 from sluice_operator import builders
 from sluice_operator.actions import CreatePod, Emit, WriteStatus
-from sluice_operator.decide import DEFAULTS, SERVICE_ACCOUNT_ALLOWED, decide
+from sluice_operator.decide import decide
 from sluice_operator.model import Status
+from sluice_operator.refusals import SERVICE_ACCOUNT_ALLOWED
+from sluice_operator.settings import DEFAULTS
 from tests.support.observations import observed, spec
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ and ``nodeSelector: {node-role.kubernetes.io/control-plane: ""}`` (a CreatePod w
 both on it), and so for ``priorityClassName: tenant-critical`` and the annotation
 ``sidecar.istio.io/inject``; the module did not exist, so every case below failed
 (ImportError), and the decide cases failed on their assertions with the module there
-but the check left out of ``decide._refusal``."""
+but the check left out of ``refusals.refusal``."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ import pytest
 
 from sluice_operator import cli, podpolicy
 from sluice_operator.actions import CreatePod, Emit, WriteStatus
-from sluice_operator.decide import DEFAULTS, decide
+from sluice_operator.decide import decide
 from sluice_operator.model import Status
 from sluice_operator.podpolicy import PodPolicy, key_allowed, refusals
+from sluice_operator.settings import DEFAULTS
 from tests.support.observations import observed, spec
 
 pytestmark = pytest.mark.unit

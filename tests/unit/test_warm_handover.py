@@ -17,7 +17,8 @@ from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_operator import changes, naming
 from sluice_operator.actions import CreatePod, Decision, Emit, RemovePod, StopPod, WriteStatus
-from sluice_operator.decide import UPGRADE_FAILED, decide
+from sluice_operator.decide import decide
+from sluice_operator.handover import UPGRADE_FAILED
 from sluice_operator.model import (
     Phase,
     PodPhase,
