@@ -11,9 +11,9 @@ the operator sets. A name the driver relies on (``SLUICE_*``, ``SPARK_*`` and th
 other reserved environment variables, the ``sluice.dev/`` labels, the scratch mount
 at ``/tmp``) cannot be overridden.
 
-Every rule here is also a CEL rule of the CRD (``sluice_operator.crd``), so the API
-server rejects a bad manifest naming the field; the model's validators say the same
-for the driver and for tests without an API server.
+Every rule here is also a CEL rule of the CRD (``sluice_operator.crd_pod_rules``), so
+the API server rejects a bad manifest naming the field; the model's validators say the
+same for the driver and for tests without an API server.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ allow-list.
 
 A tenant who may create a pipeline must not gain a ServiceAccount, a host path or code
 from elsewhere through Spark's configuration, so everything but tuning is the
-operator's. The model's validator and the CRD's CEL rule (``sluice_operator.crd``)
-both take the list from here.
+operator's. The model's validator and the CRD's CEL rule
+(``sluice_operator.crd_rules``) both take the list from here.
 """
 
 from __future__ import annotations

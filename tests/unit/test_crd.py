@@ -14,7 +14,7 @@ import yaml
 from sluice_api.spec import PipelineSpec
 from sluice_api.status import wire_fields
 from sluice_dev.paths import REPO_ROOT
-from sluice_operator import crd
+from sluice_operator import crd, crd_schema
 
 pytestmark = pytest.mark.unit
 
@@ -87,12 +87,12 @@ def test_committed_file_is_generated_from_the_model() -> None:
 
 
 def test_every_property_has_a_description() -> None:
-    assert crd.missing_descriptions(openapi()) == []
+    assert crd_schema.missing_descriptions(openapi()) == []
 
 
 def test_a_field_without_description_fails_the_build() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    assert crd.missing_descriptions(schema) == ["a"]
+    assert crd_schema.missing_descriptions(schema) == ["a"]
 
 
 def test_schema_is_structural() -> None:
@@ -114,12 +114,12 @@ def test_schema_is_structural() -> None:
     ids=["oneOf", "union", "const"],
 )
 def test_constructs_without_structural_form_fail_the_build(keyword: dict[str, Any]) -> None:
-    with pytest.raises(crd.SchemaError, match=r"spec\.x"):
-        crd.structural({"type": "object", "properties": {"x": keyword}}, {})
+    with pytest.raises(crd_schema.SchemaError, match=r"spec\.x"):
+        crd_schema.structural({"type": "object", "properties": {"x": keyword}}, {})
 
 
 def test_optional_field_is_its_type_and_not_required() -> None:
-    sink = crd.structural(
+    sink = crd_schema.structural(
         {
             "type": "object",
             "properties": {
@@ -136,7 +136,7 @@ def test_optional_field_is_its_type_and_not_required() -> None:
 
 
 def test_exclusive_bounds_become_openapi_flags() -> None:
-    assert crd.structural({"type": "number", "exclusiveMinimum": 0}, {}) == {
+    assert crd_schema.structural({"type": "number", "exclusiveMinimum": 0}, {}) == {
         "type": "number",
         "minimum": 0,
         "exclusiveMinimum": True,
@@ -232,7 +232,7 @@ def test_every_value_a_tenant_writes_is_bounded_by_the_crd() -> None:
     a maximum length, every list and map a maximum size, every integer a maximum, so
     nothing unbounded reaches a pod's environment or the checkpoint store."""
     unbounded = []
-    for path, node in crd._walk(crd.spec_schema(), "spec"):
+    for path, node in crd_schema.walk(crd.spec_schema(), "spec"):
         kind = node.get("type")
         if kind == "string" and "maxLength" not in node and "enum" not in node:
             unbounded.append(f"{path}: maxLength")
