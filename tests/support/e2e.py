@@ -114,26 +114,32 @@ def executor_settings(pipeline: str, instances: int, pool: str, toleration: str)
     """Executors in the test's pool, never two of the pipeline's on one node."""
     if instances == 0:
         return {"instances": 0}
-    mine = [
-        {"key": naming.LABEL_PIPELINE, "operator": "In", "values": [pipeline]},
-        {"key": naming.LABEL_ROLE, "operator": "In", "values": [naming.ROLE_EXECUTOR]},
-    ]
     return {
         "instances": instances,
         "cores": 1,
         "memory": "512m",
         "nodeSelector": {"sluice.dev/pool": pool},
         "tolerations": [{"key": toleration, "operator": "Exists"}],
-        "affinity": {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchExpressions": mine},
-                        "topologyKey": "kubernetes.io/hostname",
-                    }
-                ]
-            }
-        },
+        "affinity": executors_apart(pipeline),
+    }
+
+
+def executors_apart(pipeline: str) -> dict[str, Any]:
+    """Never two executor pods of ``pipeline`` on one node (the ``affinity`` of its
+    ``spec.spark.executors``)."""
+    mine = [
+        {"key": naming.LABEL_PIPELINE, "operator": "In", "values": [pipeline]},
+        {"key": naming.LABEL_ROLE, "operator": "In", "values": [naming.ROLE_EXECUTOR]},
+    ]
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchExpressions": mine},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
     }
 
 
@@ -276,19 +282,10 @@ class Setup:
         return production.produced
 
     def zombie_batches(self, zombie: int, successor: int) -> tuple[list[int], int]:
-        """The batches committed by the driver of epoch ``zombie`` and the batch at which
-        the driver of ``successor`` claimed the pipeline: none of the former may follow."""
-        claim = next(
-            c
-            for c in state.claims(self.cassandra, self.keyspace, self.pipeline_id)
-            if c.epoch == successor
+        """:func:`state.zombie_batches` of the test's pipeline."""
+        return state.zombie_batches(
+            self.cassandra, self.keyspace, self.pipeline_id, zombie, successor
         )
-        batches = [
-            row.batch_id
-            for row in state.history(self.cassandra, self.keyspace, self.pipeline_id)
-            if row.epoch == zombie
-        ]
-        return batches, int(claim.batch_id_at_claim)
 
     def driver_pid(self) -> tuple[Any, int]:
         (pod,) = [p for p in self.pipeline.live_pods() if p.status.phase == "Running"]

@@ -72,6 +72,18 @@ def claims(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
     return sorted(rows, key=lambda r: r.epoch)
 
 
+def zombie_batches(
+    session: Any, keyspace: str, pipeline_id: str, zombie: int, successor: int
+) -> tuple[list[int], int]:
+    """The batches committed by the driver of epoch ``zombie`` and the batch at which
+    the driver of ``successor`` claimed the pipeline: none of the former may follow."""
+    claim = next(c for c in claims(session, keyspace, pipeline_id) if c.epoch == successor)
+    batches = [
+        row.batch_id for row in history(session, keyspace, pipeline_id) if row.epoch == zombie
+    ]
+    return batches, int(claim.batch_id_at_claim)
+
+
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-tests"})
     try:
