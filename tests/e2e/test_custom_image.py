@@ -6,6 +6,10 @@ not in the virtualenv, only in the built image's directory. The pipeline runs
 two executor pods of that image, so the user's code runs in Spark's executors too.
 The sink then holds exactly the rows the example's documented rules make of the
 events, and the dead-letter topic exactly the malformed records, with their reasons.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). On real
+nodes, the example's own Dockerfile built FROM the job image and its executors run by
+kubelets: ``test_real_node_custom_image`` (``make test-node``).
 """
 
 from __future__ import annotations

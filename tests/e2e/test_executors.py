@@ -12,6 +12,10 @@ crashes (Spark reruns its tasks and starts another), through a clean-stop upgrad
 (the new driver brings its own executors) and when the driver's node is partitioned
 away (the old driver's executors go with its pod); and deleting the pipeline removes
 driver and executors.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). The same
+faults on real nodes, executor pods run by kubelets from the image and a crashed
+machine's containerd: ``test_real_node_executors`` (``make test-node``).
 """
 
 from __future__ import annotations

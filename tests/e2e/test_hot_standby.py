@@ -4,7 +4,14 @@ running driver on the other node and reports Ready; the driver is SIGKILLed and 
 standby, not a pod started from nothing, takes over within seconds; a new standby
 starts; then the node of the new driver is partitioned away with that driver still
 running, the standby on the other node is promoted and the partitioned driver, once
-it tries to commit, exits fenced. The sink holds every event once throughout."""
+it tries to commit, exits fenced. The sink holds every event once throughout.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). Which pod
+stands by and which is promoted are the operator's decisions, the same on either node;
+what a kubelet changes in the faults (a container's processes killed, a node lost
+with its driver running) is shown on real nodes by ``test_real_node_pipeline`` and
+``test_real_node_faults``.
+"""
 
 from __future__ import annotations
 

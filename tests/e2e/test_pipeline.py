@@ -10,6 +10,14 @@ history shows batches that never overlap.
 
 The driver pods run on two private nodes of the test (labelled with a pool only
 its pipeline selects), so partitioning one disturbs nothing else.
+
+Runs on the node agent, in ``make test``: real nodes are ``make test-node``'s, to keep
+CI's cold run within its hour (they need ``make provision-nodes`` and the images
+loaded into each worker). The node's side of these faults runs on real nodes there:
+a killed container (``test_real_node_pipeline``), the node lost with its driver
+running (``test_real_node_faults``), the clean stop through the kubelet
+(``test_real_node_upgrade``). The operator killed halfway and the rollbacks are the
+operator's own, the same on either node.
 """
 
 from __future__ import annotations

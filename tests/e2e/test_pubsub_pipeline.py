@@ -8,6 +8,10 @@ Afterwards a user's checks hold: every window's KPI sums in Cassandra are exactl
 events' (a message redelivered after the kill counted once), the malformed events are
 dead letters, the server has every message acknowledged and none outstanding, and the
 pipeline runs.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). The
+source changes nothing a kubelet does: a driver's container killed on a real node is
+``test_real_node_pipeline``'s.
 """
 
 from __future__ import annotations

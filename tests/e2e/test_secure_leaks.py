@@ -3,7 +3,12 @@ item 5): Kafka's SASL_SSL listener as a SCRAM user, the ``cassandra-secure`` nod
 a password and TLS, every secret in a labelled Secret. After it has run and been
 suspended (a clean stop: the driver writes its termination message, the operator
 copies it into the status), no secret value is in any log file of the run (operator,
-node agent, driver container), any Event, the pipeline's status or the pod objects."""
+node agent, driver container), any Event, the pipeline's status or the pod objects.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). On real
+nodes, with the credentials resolved by a kubelet and the log served by it:
+``test_real_node_secure`` (``make test-node``).
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,13 @@
 local stack, with the fixtures of ``test_pipeline``, on one pipeline: a standby whose
 transform fails its check never interrupts v1, and the pipeline says the upgrade
 failed; then the v2 driver starts as a standby while v1 keeps committing, takes over
-once v1 has released, and the sink holds every event once."""
+once v1 has released, and the sink holds every event once.
+
+Runs on the node agent, in ``make test`` (CI's hour; see ``test_pipeline``). The
+handover is between the drivers and the operator; the kubelet's part of an upgrade,
+the old driver's stop through its container's entrypoint, is
+``test_real_node_upgrade``'s.
+"""
 
 from __future__ import annotations
 
