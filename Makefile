@@ -129,8 +129,11 @@ test-integration: provision images
 
 # Pods on real nodes: the pinned kubelet with containerd and runc, two workers in
 # network namespaces of the stack's own (sluice_dev.realnode). The session runs in
-# the stack's namespace (SLUICE_NETNS=1), so it uses a stack directory of its own.
+# the stack's namespace (SLUICE_NETNS=1), so it uses a stack directory of its own;
+# the images its tests build FROM the job image are built first, out here, where the
+# package index is reachable (the custom-transform example fetches its build backend).
 test-node: provision-nodes images
+	$(BIN)/python -m tests.support.real_images
 	SLUICE_NETNS=1 SLUICE_STACK_DIR=$(CURDIR)/.stack-node $(BIN)/pytest -m realnode -s
 
 test-e2e: provision

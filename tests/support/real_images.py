@@ -39,6 +39,23 @@ CLICKSCORE = images.Recipe(
 """The custom-transform example's image, built by its own Dockerfile FROM the job image."""
 
 
+def derived() -> tuple[images.Recipe, ...]:
+    """Every image the real-node tests build FROM the job image."""
+    return (recipe("v1"), recipe("v2"), CLICKSCORE)
+
+
+def main() -> None:
+    """Build :func:`derived` on the machine's network, before a session enters the
+    stack's namespace (``make test-node``): the example's build fetches its build
+    backend from the package index, which nothing in that namespace reaches. In the
+    session each build is then found by its key."""
+    podman = Podman.for_layout(Layout.from_env())
+    for wanted in derived():
+        built = images.build(podman, wanted, say=print)
+        how = "cached" if built.cached else f"built in {built.seconds:.0f} s"
+        print(f"{built.image} ({how})", flush=True)
+
+
 def on_workers(layout: Layout, workers: Sequence[Worker], recipe: images.Recipe) -> str:
     """The image of ``recipe``, built unless cached, loaded into every worker: its exact
     reference (``localhost/sluice/NAME:src-KEY``)."""
@@ -124,3 +141,7 @@ class RealPlace:
             "upgrade": {"stopTimeoutSeconds": 120},
             "restart": {"backoffSeconds": 1, "maxBackoffSeconds": 4, "maxFailures": 10},
         }
+
+
+if __name__ == "__main__":
+    main()

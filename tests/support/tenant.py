@@ -6,6 +6,7 @@ executor pods Spark would create from the template the operator gives the driver
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,16 @@ def kubelet_token(worker: Worker, pod: Any) -> Path | None:
 
 def with_token(layout: Layout, token: Path) -> CoreV1Api:
     """The core API with the projected ``token`` and the CA bundle beside it, as the
-    driver's code would call it (the admin kubeconfig gives only the server's address)."""
+    driver's code would call it (the admin kubeconfig gives only the server's address).
+    Both are copied as they are now: the kubelet removes the volume with its pod, and a
+    client kept to be refused once the pod is gone must still make its TLS connections
+    (a new connection reads the CA file again; it failed with ``FileNotFoundError``)."""
     kubeconfig = yaml.safe_load(layout.kubeconfig.read_text())
     configuration = Configuration()
     configuration.host = kubeconfig["clusters"][0]["cluster"]["server"]
-    configuration.ssl_ca_cert = str(token.parent / "ca.crt")
+    ca_copy = Path(tempfile.mkdtemp(prefix="sluice-token-")) / "ca.crt"
+    ca_copy.write_bytes((token.parent / "ca.crt").read_bytes())
+    configuration.ssl_ca_cert = str(ca_copy)
     configuration.api_key = {"authorization": f"Bearer {token.read_text().strip()}"}
     return CoreV1Api(ApiClient(configuration))
 
