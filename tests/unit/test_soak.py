@@ -55,6 +55,7 @@ def test_only_faults_that_take_the_driver_away_need_a_new_driver() -> None:
         FaultKind.POD_DELETE,
         FaultKind.DRIVER_KILL,
         FaultKind.NODE_PARTITION,
+        FaultKind.NODE_CRASH,
         FaultKind.SPEC_CHANGE,
     }
     assert FaultKind.SPEC_CHANGE not in FAULT_KINDS

@@ -1,6 +1,6 @@
 """The fault injectors: each does one kind of damage to the running system and says
 when it began and when it was over (see :mod:`.recovery` for what the run does with
-that). A fault that needs undoing after recovery (a partitioned node healed) returns
+that). A fault that needs undoing after recovery (a partitioned or crashed node healed) returns
 that step too.
 """
 
@@ -56,6 +56,7 @@ class Chaos:
             FaultKind.KAFKA_RESTART: lambda: self._restart("kafka", 0.0),
             FaultKind.APISERVER_RESTART: lambda: self._restart("kube-apiserver", 0.0),
             FaultKind.NODE_PARTITION: self._partition,
+            FaultKind.NODE_CRASH: self._crash,
             FaultKind.SPEC_CHANGE: lambda: self._change_image(str(status.get("image") or "")),
         }
         started = time.time()
@@ -100,12 +101,21 @@ class Chaos:
     def _partition(self) -> tuple[str, Callable[[], None]]:
         name, node = self._driver()
         control.partition(self.layout, node)
+        return f"node {node} (driver {name} left running there)", self._healing(node)
+
+    def _crash(self) -> tuple[str, Callable[[], None]]:
+        name, node = self._driver()
+        control.crash(self.layout, node)
+        return f"node {node} (driver {name} killed with it)", self._healing(node)
+
+    def _healing(self, node: str) -> Callable[[], None]:
+        """Undo a partition or a crash of ``node``, once the fault has been measured."""
 
         def heal() -> None:
             control.heal(self.layout, node)
             self.wait(lambda: cluster.nodes_ready(self.layout), f"node {node} Ready again", 120)
 
-        return f"node {node} (driver {name} left running there)", heal
+        return heal
 
     def _change_image(self, current: str) -> tuple[str, None]:
         image = next((i for i in self.images if i != current), self.images[0])

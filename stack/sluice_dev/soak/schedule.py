@@ -27,6 +27,9 @@ class FaultKind(StrEnum):
     """kube-apiserver stopped and started again."""
     NODE_PARTITION = "node-partition"
     """The driver's node cut off the API (its driver keeps running), healed after."""
+    NODE_CRASH = "node-crash"
+    """The driver's node crashed (its pods' processes killed, its heartbeats stopped),
+    back after."""
     SPEC_CHANGE = "spec-change"
     """A new image applied: a clean-stop upgrade."""
 
@@ -41,6 +44,7 @@ REPLACES_DRIVER = frozenset(
         FaultKind.POD_DELETE,
         FaultKind.DRIVER_KILL,
         FaultKind.NODE_PARTITION,
+        FaultKind.NODE_CRASH,
         FaultKind.SPEC_CHANGE,
     }
 )
