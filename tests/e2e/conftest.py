@@ -18,7 +18,7 @@ from tests.support import agents as private_nodes
 from tests.support.e2e import Setup, job_images
 from tests.support.fixtures import *  # noqa: F403
 from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import PARTITIONS, PLACEMENT_POLICY, RealPlace
+from tests.support.real_images import PARTITIONS, PLACEMENT_POLICY, RealPlace, enforce_restricted
 from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
@@ -80,9 +80,13 @@ def real_sink(
     cassandra: Any,
     cassandra_contact: str,
     cassandra_keyspace: str,
+    core: Any,
+    namespace: str,
 ) -> RealPlace:
     """For a pipeline on real nodes: the workers Ready with the job image, a fresh
-    topic and the events table."""
+    topic and the events table, and the test's namespace under Pod Security
+    ``restricted``."""
+    enforce_restricted(core, namespace)
     topic = kafka_topic(partitions=PARTITIONS)
     cassandra.execute(EVENTS_TABLE.format(keyspace=cassandra_keyspace), timeout=60)
     return RealPlace(kafka_bootstrap, topic, cassandra_contact, cassandra_keyspace)

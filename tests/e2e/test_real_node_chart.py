@@ -90,9 +90,6 @@ def test_the_chart_runs_the_operator_image_on_real_nodes_and_its_driver_commits(
     operator_image = oci_images.OPERATOR.dev
     for worker in real_workers:
         node_images.load(kube_stack, worker, operator_image)
-    core.patch_namespace(
-        namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
-    )
     helm = helm_runner(helm_binary, kube_stack, tmp_path)
     repository, tag = operator_image.rsplit(":", 1)
     started = time.monotonic()

@@ -28,7 +28,13 @@ from sluice_dev.realnode import plan
 from tests.support import state
 from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.operator import Operators, Pipeline
-from tests.support.real_images import PARTITIONS, PLACEMENT_POLICY, RealPlace, on_pod_network
+from tests.support.real_images import (
+    PARTITIONS,
+    PLACEMENT_POLICY,
+    RealPlace,
+    enforce_restricted,
+    on_pod_network,
+)
 from tests.support.secure import PIPELINE_SECRETS, grant_pipeline, secured
 from tests.support.waiting import wait_for
 
@@ -50,6 +56,7 @@ def test_a_driver_on_a_real_node_reads_sasl_ssl_and_writes_cassandra_over_tls(
 ) -> None:
     kafka_password, role_password = secrets.token_hex(12), secrets.token_hex(12)
     namespace = pipeline.namespace
+    enforce_restricted(core, namespace)
     grant_pipeline(
         core,
         namespace,

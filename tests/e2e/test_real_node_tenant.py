@@ -87,7 +87,17 @@ def test_a_kubelet_gives_a_driver_a_token_for_its_own_executors_only_bound_to_it
     # Anything else: RBAC, then the chart's admission policy, say no.
     assert forbidden_by_rbac(refusal(as_driver.list_namespaced_secret, namespace))
     assert forbidden_by_rbac(refusal(as_driver.list_namespaced_pod, "kube-system"))
-    miner = {"metadata": {"name": "miner"}, "spec": {"containers": [{"name": "m", "image": "m"}]}}
+    # A pod Pod Security's `restricted` admits, refused only for not being an executor.
+    confined = {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    miner = {
+        "metadata": {"name": "miner"},
+        "spec": {"containers": [{"name": "m", "image": "m", "securityContext": confined}]},
+    }
     assert forbidden_by_policy(refusal(as_driver.create_namespaced_pod, namespace, miner))
     assert forbidden_by_policy(
         refusal(as_driver.delete_namespaced_pod, plain_driver.metadata.name, namespace)

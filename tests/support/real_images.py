@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sluice_dev.localcluster import PSA_ENFORCE
 from sluice_dev.oci import images
 from sluice_dev.oci.podman import Podman
 from sluice_dev.paths import Layout
@@ -91,6 +92,13 @@ def kill_container(workers: Sequence[Worker], pod: Any) -> Worker:
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     return worker
+
+
+def enforce_restricted(core: Any, namespace: str) -> None:
+    """The API server's Pod Security admission enforcing ``restricted`` on
+    ``namespace``: every pod the product creates there (drivers, standbys, Spark's
+    executors, the chart's operator) is checked before a kubelet runs it."""
+    core.patch_namespace(namespace, {"metadata": {"labels": {PSA_ENFORCE: "restricted"}}})
 
 
 REAL_NODES = {"sluice.dev/node": "real"}
