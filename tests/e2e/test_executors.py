@@ -29,9 +29,8 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.nodeagent import control
 from sluice_dev.produce import Background
-from sluice_operator import naming
 from tests.support import state
-from tests.support.e2e import UNTIL_STOPPED, Setup, SinkReport, sink_report
+from tests.support.e2e import UNTIL_STOPPED, Setup, SinkReport, assert_executor_pod, sink_report
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -123,23 +122,10 @@ def _executor_kill_and_node_crash(setup: Setup, driver_pod: str) -> None:
         what=f"{EXECUTORS} running executor pods",
     )
     print("\n" + setup.kubectl("get", "pods", "-n", setup.pipeline.namespace, "-o", "wide"))
-    prefix = naming.executor_pod_prefix(setup.pipeline.name, 1)
     nodes = {pod.spec.node_name for pod in executors}
     assert nodes == {agent.node for agent in setup.agents}, "one executor on each node"
     for pod in executors:
-        assert pod.metadata.name.startswith(f"{prefix}-exec-")
-        [owner] = pod.metadata.owner_references
-        assert (owner.kind, owner.name) == ("Pod", driver_pod)  # garbage-collected with it
-        assert pod.metadata.labels[naming.LABEL_EPOCH] == "1"
-        assert pod.spec.containers[0].args == ["executor"]
-        assert pod.spec.security_context.run_as_non_root is True
-        assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
-        assert pod.spec.automount_service_account_token is False
-        # Spark's RPC secret is not readable from the pod spec: a reference only.
-        env = {e.name: e for e in pod.spec.containers[0].env}
-        assert "_SPARK_AUTH_SECRET" not in env
-        secret_ref = env["SLUICE_SPARK_AUTH_SECRET"].value_from.secret_key_ref
-        assert secret_ref.name == naming.spark_auth_secret(setup.pipeline.name)
+        assert_executor_pod(pod, setup.pipeline.name, driver_pod, epoch=1)
 
     victim = executors[0]
     os.kill(executor_pid(setup, victim), signal.SIGKILL)
@@ -175,14 +161,6 @@ def _executor_kill_and_node_crash(setup: Setup, driver_pod: str) -> None:
     )
 
 
-def executors_of(setup: Setup, epoch: int) -> set[str]:
-    return {
-        p.metadata.name
-        for p in setup.pipeline.executor_pods()
-        if p.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
-    }
-
-
 def _upgrade_then_partition(setup: Setup) -> None:
     """A clean-stop upgrade: the v1 driver's executors go with it, v2 starts its own.
     Then the driver's node is lost: the operator replaces the driver (epoch 3), and
@@ -192,7 +170,9 @@ def _upgrade_then_partition(setup: Setup) -> None:
     status = setup.pipeline.wait_phase("Running", epoch=2, timeout=240)
     setup.wait_commit_by(2, timeout=300)
     wait_for(
-        lambda: len(executors_of(setup, 2)) == EXECUTORS and not executors_of(setup, 1),
+        lambda: (
+            len(setup.pipeline.executors_of(2)) == EXECUTORS and not setup.pipeline.executors_of(1)
+        ),
         timeout=180,
         what="v2's executors only",
     )
@@ -203,7 +183,7 @@ def _upgrade_then_partition(setup: Setup) -> None:
     control.partition(setup.layout, lost.node, port=lost.port)
     setup.pipeline.wait_phase("Running", epoch=3, timeout=240)
     wait_for(
-        lambda: not executors_of(setup, 2),
+        lambda: not setup.pipeline.executors_of(2),
         timeout=180,
         what="the fenced driver's executors to go with its pod",
     )

@@ -45,9 +45,8 @@ from sluice_dev.paths import Layout
 from sluice_dev.produce import Background
 from sluice_dev.realnode import plan, power
 from sluice_dev.realnode.servers import kubelet_name
-from sluice_operator import naming
 from tests.support import state
-from tests.support.e2e import SinkReport, executors_apart, sink_report
+from tests.support.e2e import SinkReport, assert_executor_pod, executors_apart, sink_report
 from tests.support.operator import Pipeline
 from tests.support.real_images import (
     PARTITIONS,
@@ -93,15 +92,7 @@ class Run:
         return state.last_batch(self.cassandra, self.keyspace, self.pipeline_id, epoch) > 0
 
     def fence(self) -> int:
-        row = state.checkpoint_row(self.cassandra, self.keyspace, self.pipeline_id)
-        return 0 if row is None else int(row.epoch)
-
-    def executors_of(self, epoch: int) -> list[Any]:
-        return [
-            p
-            for p in self.pipeline.executor_pods()
-            if p.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
-        ]
+        return state.fence(self.cassandra, self.keyspace, self.pipeline_id)
 
     def driver(self) -> Any:
         status = self.pipeline.status()
@@ -141,7 +132,7 @@ def test_executors_on_real_nodes_ride_out_their_nodes_crash_an_upgrade_and_a_los
     pipeline.wait_phase("Running", epoch=2, timeout=400)
     wait_for(lambda: run.committed_by(2), timeout=400, what="a batch committed by v2")
     wait_for(
-        lambda: len(run.executors_of(2)) == EXECUTORS and not run.executors_of(1),
+        lambda: len(run.pipeline.executors_of(2)) == EXECUTORS and not run.pipeline.executors_of(1),
         timeout=300,
         what="v2's executors only",
     )
@@ -190,23 +181,11 @@ def _an_executors_node_crashes(run: Run, layout: Layout, workers: tuple[plan.Wor
         what=f"{EXECUTORS} running executor pods",
     )
     driver = run.driver()
-    prefix = naming.executor_pod_prefix(run.pipeline.name, 1)
     assert {p.spec.node_name for p in executors} == {w.name for w in workers}, "one on each"
     for pod in executors:
         print(f"\n{pod.metadata.name:<40} {pod.status.pod_ip:<14} {pod.spec.node_name}", end="")
-        assert pod.metadata.name.startswith(f"{prefix}-exec-")
-        [owner] = pod.metadata.owner_references
-        assert (owner.kind, owner.name) == ("Pod", driver.metadata.name)  # collected with it
-        assert pod.metadata.labels[naming.LABEL_EPOCH] == "1"
-        assert pod.spec.containers[0].args == ["executor"]
-        assert pod.spec.security_context.run_as_non_root is True
-        assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
-        assert pod.spec.automount_service_account_token is False
+        assert_executor_pod(pod, run.pipeline.name, driver.metadata.name, epoch=1)
         assert on_pod_network(workers, pod), "on its pod's own address"
-        env = {e.name: e for e in pod.spec.containers[0].env}
-        assert "_SPARK_AUTH_SECRET" not in env, "Spark's RPC secret by reference only"
-        secret_ref = env["SLUICE_SPARK_AUTH_SECRET"].value_from.secret_key_ref
-        assert secret_ref.name == naming.spark_auth_secret(run.pipeline.name)
     print()
 
     lost_pod = next(p for p in executors if p.spec.node_name != driver.spec.node_name)
@@ -246,7 +225,7 @@ def _the_drivers_node_is_lost(run: Run, layout: Layout, workers: tuple[plan.Work
             f"{lost.name} (the driver's) lost -> epoch 3's commit {time.monotonic() - began:.1f}s"
         )
         wait_for(
-            lambda: not run.executors_of(2),
+            lambda: not run.pipeline.executors_of(2),
             timeout=300,
             what="the fenced driver's executors to go with its pod",
         )
@@ -256,7 +235,7 @@ def _the_drivers_node_is_lost(run: Run, layout: Layout, workers: tuple[plan.Work
     wait_for(
         lambda: (
             run.pipeline.running_executors(EXECUTORS) is not None
-            and len(run.executors_of(3)) == EXECUTORS
+            and len(run.pipeline.executors_of(3)) == EXECUTORS
         ),
         timeout=400,
         what=f"epoch 3's {EXECUTORS} executors once {lost.name} is back",

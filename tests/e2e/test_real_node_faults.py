@@ -115,8 +115,7 @@ class Run:
 
     def fence(self) -> int:
         """The epoch the checkpoint row holds: the last driver to claim the pipeline."""
-        row = state.checkpoint_row(self.cassandra, self.keyspace, self.pipeline_id)
-        return 0 if row is None else int(row.epoch)
+        return state.fence(self.cassandra, self.keyspace, self.pipeline_id)
 
     def last_batch(self) -> int:
         return max((r.batch_id for r in self.history()), default=0)

@@ -124,6 +124,26 @@ def executor_settings(pipeline: str, instances: int, pool: str, toleration: str)
     }
 
 
+def assert_executor_pod(pod: Any, pipeline: str, driver_pod: str, epoch: int) -> None:
+    """``pod`` is an executor of ``pipeline``'s driver of ``epoch`` as a user sees it:
+    named after both, owned by the driver pod (garbage-collected with it), the image's
+    entrypoint with Spark's argument, confined, no token, and Spark's RPC secret by
+    reference only (not readable from the pod spec)."""
+    prefix = naming.executor_pod_prefix(pipeline, epoch)
+    assert pod.metadata.name.startswith(f"{prefix}-exec-")
+    [owner] = pod.metadata.owner_references
+    assert (owner.kind, owner.name) == ("Pod", driver_pod)
+    assert pod.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
+    assert pod.spec.containers[0].args == ["executor"]
+    assert pod.spec.security_context.run_as_non_root is True
+    assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
+    assert pod.spec.automount_service_account_token is False
+    env = {e.name: e for e in pod.spec.containers[0].env}
+    assert "_SPARK_AUTH_SECRET" not in env
+    secret_ref = env["SLUICE_SPARK_AUTH_SECRET"].value_from.secret_key_ref
+    assert secret_ref.name == naming.spark_auth_secret(pipeline)
+
+
 def executors_apart(pipeline: str) -> dict[str, Any]:
     """Never two executor pods of ``pipeline`` on one node (the ``affinity`` of its
     ``spec.spark.executors``)."""

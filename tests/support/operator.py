@@ -159,6 +159,12 @@ class Pipeline:
         found = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
         return [p for p in found.items if p.metadata.deletion_timestamp is None]
 
+    def executors_of(self, epoch: int) -> list[Any]:
+        """The executor pods of the driver of ``epoch`` not being deleted."""
+        return [
+            p for p in self.executor_pods() if p.metadata.labels[naming.LABEL_EPOCH] == str(epoch)
+        ]
+
     def running_executors(self, count: int, without: str = "") -> list[Any] | None:
         """``count`` running executor pods, none of them named ``without``; else None."""
         pods = [p for p in self.executor_pods() if p.status.phase == "Running"]

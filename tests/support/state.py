@@ -33,6 +33,13 @@ def checkpoint_row(session: Any, keyspace: str, pipeline_id: str) -> Any:
     return rows[0] if rows else None
 
 
+def fence(session: Any, keyspace: str, pipeline_id: str) -> int:
+    """The epoch the checkpoint row holds: the last driver to claim the pipeline (0
+    before any claim)."""
+    row = checkpoint_row(session, keyspace, pipeline_id)
+    return 0 if row is None else int(row.epoch)
+
+
 def history(session: Any, keyspace: str, pipeline_id: str) -> list[Any]:
     """Batch history rows, oldest first; none before the driver created the table."""
     rows = _while_created(
