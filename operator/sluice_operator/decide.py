@@ -13,6 +13,9 @@ returned actions in order. Rules, in the order they are checked:
   anything else → back-off, then restart; Failed after ``maxFailures`` in a row;
 * the driver's node is lost for ``failover.nodeLostSeconds``: start a new driver
   elsewhere first, then remove the old pod object;
+* a Ready hot standby takes over (``handover.promote``) when the driver's pod ended,
+  is gone, its node is lost, or the driver has not been connected to for
+  ``hot_standby.SILENT_SECONDS`` (a crashed node: its pod still says Running);
 * the spec changed in a field the driver reads: clean stop, then a new driver; with
   ``upgrade.mode: WarmHandover`` the new driver starts first as a standby, and only
   once it is ready is the old one stopped (``handover.with_standby``);
@@ -114,10 +117,16 @@ def _decide(
         if refused is not None:
             return refusals.consent_withdrawn(obs, current, refused, actions, settings)
     handing_over = kept is not None and hot_standby.promotable(kept, standby_pod)
-    if handing_over and (
-        current is None or current.terminated or steps.node_lost(obs, spec, current)
+    if (
+        kept is not None
+        and handing_over
+        and (
+            current is None
+            or current.terminated
+            or steps.node_lost(obs, spec, current)
+            or hot_standby.silent(obs, kept, current)
+        )
     ):
-        assert kept is not None
         return handover.promote(obs, spec, current, kept, actions, settings)
     if current is None:
         return _without_driver(obs, spec, actions, settings)
@@ -306,7 +315,8 @@ def _running_steadily(
                 replace(obs, status=status), spec, pod, actions, settings, StandbyPurpose.FAILOVER
             )
         return running.steady(obs, status, pod, actions, settings, wait)
-    return running.steady(obs, status, pod, actions, settings)
+    silence = hot_standby.look_again_in(obs, status.standby)  # it may be gone: look soon
+    return running.steady(obs, status, pod, actions, settings, silence)
 
 
 def _invalid(obs: Observed) -> Decision:

@@ -312,9 +312,10 @@ def promote(
     settings: Settings,
 ) -> Decision:
     """The old driver has exited (or its node is lost, or, for a hot standby, its pod
-    is gone): the standby is current. An upgrade's claims once the pipeline is released
-    (or fences it after the stop timeout); both are told to claim now (``Promote``),
-    after the status names them: a hot standby waits for nothing else."""
+    is gone or it is silent: ``hot_standby.silent``): the standby is current. An
+    upgrade's claims once the pipeline is released (or fences it after the stop
+    timeout); both are told to claim now (``Promote``), after the status names them:
+    a hot standby waits for nothing else."""
     status = obs.status
     before = "its predecessor"
     lost = current is not None and not current.terminated and steps.node_lost(obs, spec, current)
@@ -325,6 +326,11 @@ def promote(
             before += f", which exited {current.exit_code}"
         elif lost:
             before += f", whose node {current.node} is lost"
+        elif obs.driver_silent_seconds is not None:
+            silence = f"{current.name} on {current.node} not reached for "
+            silence += f"{obs.driver_silent_seconds:.1f}s: taken for gone"
+            before += f", not reached for {obs.driver_silent_seconds:.1f}s"
+            actions.append(Emit("Warning", "DriverUnreachable", silence))
         actions.append(RemovePod(current.name))
     seen = Seen.DRIVER_RUNNING if standby.hot else Seen.STOPPED_FOR_UPGRADE
     status = replace(

@@ -344,7 +344,11 @@ class Observed:
     rolling_back: bool = False
     """``spec`` is the last good spec, run instead of a failed upgrade (``decide``)."""
     standby_progress: DriverProgress | None = None
-    """What the standby of a warm handover reports (its /metrics), while it starts."""
+    """What the standby reports (its /metrics) while it is live: a warm handover's
+    while it starts, a hot standby's until it is promoted."""
+    driver_silent_seconds: float | None = None
+    """How long the current driver, which answered before, has not been connected to
+    at all (``scrapes.Readings.silent_for``); ``None`` while it is (or never was)."""
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     while no driver runs (before a pod is created), and every

@@ -47,7 +47,6 @@ from sluice_operator.model import (
     Observed,
     PodPhase,
     PodView,
-    StandbyState,
     Status,
 )
 from sluice_operator.progress import DriverProgress
@@ -191,7 +190,7 @@ def observe(
     standby = status.standby
     standby_pod = (
         next((p for p in pods if p.name == standby.pod), None)
-        if standby is not None and standby.state is StandbyState.STARTING
+        if standby is not None and standby.live
         else None
     )
     upgrading = spec is not None and changes.classify(status.spec_hash, spec) is Change.RESTART
@@ -225,6 +224,7 @@ def observe(
         raw_spec=body.get("spec") or {},
         progress=_progress(f"{namespace}/{name}", current),
         standby_progress=_progress(f"{namespace}/{name}", standby_pod),
+        driver_silent_seconds=_silence(f"{namespace}/{name}", current),
         secret_refusals=refusals[0],
         endpoint_refusals=refusals[1],
         env_refusals=env_refusals,
@@ -303,3 +303,11 @@ def _progress(pipeline: str, current: PodView | None) -> DriverProgress | None:
     if current.deleting:
         return None
     return scrapes.READINGS.latest(pipeline, current.ip, builders.METRICS_PORT)
+
+
+def _silence(pipeline: str, current: PodView | None) -> float | None:
+    """How long the current driver has not been connected to, having answered before
+    (``scrapes.Readings.silent_for``)."""
+    if current is None or current.ip is None or current.phase is not PodPhase.RUNNING:
+        return None
+    return scrapes.READINGS.silent_for(pipeline, current.ip, builders.METRICS_PORT)

@@ -17,6 +17,13 @@ is suspect: it waits behind every driver that is not, and is not asked again for
 ``base * 2**failures`` seconds (at most :data:`BACKOFF_CAP_SECONDS`), so well-behaved
 drivers keep the workers however many misbehave. A driver that answers resets its
 count; one that refuses the connection at once (still starting) is not suspect.
+
+A driver that has answered and then cannot be connected to at all (refused,
+unreachable, no answer to the connection) is *silent* (:meth:`Readings.silent_for`):
+its process or its node is gone, while its pod may still say Running until the node
+counts as lost. A loaded driver is not silent: the kernel accepts its connections
+while the process is busy, so a slow one is suspect at worst. ``hot_standby`` promotes
+a Ready standby over a silent driver.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from sluice_operator import progress
@@ -168,6 +175,21 @@ class _Reading:
     progress: DriverProgress | None
     taken: float
     asked: float
+    reached: bool = False
+    """The driver connected at least once (answered, or misbehaved)."""
+    silent_since: float | None = None
+    """When a driver that was reached last failed to connect, with no connection
+    since (``None``: its last exchange connected, or it was never reached)."""
+
+
+def after(known: _Reading | None, outcome: Outcome, now: float) -> tuple[bool, float | None]:
+    """Whether the driver has been reached, and since when it is silent, once an
+    exchange at ``now`` went as ``outcome``. A purely computational function."""
+    if outcome is not Outcome.UNREACHABLE:
+        return True, None
+    if known is None or not known.reached:
+        return False, None  # still starting, or never there: not silent
+    return True, known.silent_since if known.silent_since is not None else now
 
 
 Read = Callable[[str, int, str], tuple[Outcome, DriverProgress | None]]
@@ -203,7 +225,7 @@ class Readings:
         with self._lock:
             known = self._readings.get(target)
             if known is not None:
-                self._readings[target] = _Reading(known.progress, known.taken, now)
+                self._readings[target] = replace(known, asked=now)
             if now - self._swept > FORGET_SECONDS / 10:
                 self._forget(now)
         if known is None or now - known.taken >= FRESH_SECONDS:
@@ -215,13 +237,24 @@ class Readings:
             )
         return known.progress if known is not None else None
 
+    def silent_for(self, pipeline: str, host: str, port: int) -> float | None:
+        """Seconds the driver at ``host:port`` has been silent (reached before, not
+        connected to since); ``None`` if it is not."""
+        with self._lock:
+            known = self._readings.get((pipeline, host, port))
+        if known is None or known.silent_since is None:
+            return None
+        return max(0.0, self._clock() - known.silent_since)
+
     def _renew(self, target: tuple[str, str, int]) -> Outcome:
         pipeline, host, port = target
         outcome, reading = self._read(host, port, pipeline)
         now = self._clock()
         with self._lock:
             known = self._readings.get(target)
-            self._readings[target] = _Reading(reading, now, known.asked if known else now)
+            reached, silent = after(known, outcome, now)
+            asked = known.asked if known else now
+            self._readings[target] = _Reading(reading, now, asked, reached, silent)
         if known is None or known.progress != reading:
             self.notify(pipeline)
         return outcome

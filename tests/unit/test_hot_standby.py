@@ -13,7 +13,7 @@ import pytest
 
 from sluice_api import env
 from sluice_api.exitcodes import ExitCode
-from sluice_operator import builders, changes, naming
+from sluice_operator import builders, changes, hot_standby, naming
 from sluice_operator.actions import (
     CreatePod,
     Decision,
@@ -225,6 +225,73 @@ def test_a_standby_still_warming_up_is_promoted_when_the_driver_crashes() -> Non
     warming = status(hot(StandbyState.STARTING))
     decision = decide(observed(warming, (crashed, spare()), spec=HOT))
     _promoted(decision)
+
+
+def test_a_driver_not_reached_for_two_seconds_is_replaced_by_its_ready_standby() -> None:
+    """Issue 43, item 6: a driver's node that crashed takes the driver's process with
+    it, but its pod says Running until the node counts as lost (the node grace, then
+    ``nodeLostSeconds``): 17.0 and 17.6 s to the next commit in a soak with a standby
+    (target 5 s). The operator's reads of the driver stopped connecting at once; after
+    ``SILENT_SECONDS`` of that the Ready standby takes over. On the old code the
+    decision waited for the node (no Promote)."""
+    silent = hot_standby.SILENT_SECONDS
+    decision = decide(
+        observed(
+            status(hot()),
+            (driver(), spare()),
+            spec=HOT,
+            standby_progress=waiting(),
+            driver_silent_seconds=silent,
+        )
+    )
+    after = _promoted(decision)
+    assert RemovePod(driver().name) in decision.actions, "the old pod goes; the fence holds"
+    assert "DriverUnreachable" in reasons(decision)
+    assert after.restarts == 1
+
+
+@pytest.mark.parametrize(
+    ("why", "kw"),
+    [
+        ("silent not long enough", {"driver_silent_seconds": 1.0}),
+        ("it answers", {"driver_silent_seconds": None}),
+        ("the standby does not answer either", {"standby_progress": None}),
+        ("the standby reports another epoch", {"standby_progress": waiting(4)}),
+    ],
+)
+def test_a_silent_driver_is_not_replaced(why: str, kw: dict[str, Any]) -> None:
+    values: dict[str, Any] = {
+        "spec": HOT,
+        "progress": None,
+        "standby_progress": waiting(),
+        "driver_silent_seconds": hot_standby.SILENT_SECONDS + 1,
+        **kw,
+    }
+    decision = decide(observed(status(hot()), (driver(), spare()), **values))
+    assert not actions_of(decision, Promote), why
+    assert not actions_of(decision, RemovePod), why
+
+
+def test_a_silent_driver_is_looked_at_again_when_its_silence_would_be_long_enough() -> None:
+    obs = observed(
+        status(hot()),
+        (driver(), spare()),
+        spec=HOT,
+        standby_progress=waiting(),
+        driver_silent_seconds=0.5,
+    )
+    decision = decide(obs)
+    assert decision.requeue_after == pytest.approx(hot_standby.SILENT_SECONDS - 0.5)
+
+
+def test_a_standby_still_warming_up_is_not_promoted_over_a_silent_driver() -> None:
+    """Only a Ready standby is promoted on silence alone: one still warming up is no
+    sure improvement on a driver that may only be cut off from the operator."""
+    warming = status(hot(StandbyState.STARTING))
+    obs = observed(
+        warming, (driver(), spare()), spec=HOT, driver_silent_seconds=10.0, progress=None
+    )
+    assert not actions_of(decide(obs), Promote)
 
 
 def test_a_standby_whose_pod_is_not_running_yet_is_not_promoted() -> None:

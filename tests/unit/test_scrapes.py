@@ -156,3 +156,37 @@ def test_an_exchange_that_raises_leaves_the_workers_serving() -> None:
     done = threading.Event()
     exchanges.submit(("m", "b"), "b", 1.0, lambda: done.set() or Outcome.ANSWERED)
     assert done.wait(10)
+
+
+def test_a_driver_that_answered_and_then_cannot_be_connected_to_is_silent_until_it_answers() -> (
+    None
+):
+    """Issue 43: a driver whose node crashed gives no exit, and its pod says Running
+    until the node counts as lost; what the operator sees first is that its reads of
+    the driver no longer connect. A driver still starting (never reached) is not
+    silent, and one that answers again is not silent any more."""
+    clock = Clock()
+    outcomes = [Outcome.UNREACHABLE, Outcome.ANSWERED, Outcome.UNREACHABLE, Outcome.UNREACHABLE]
+    outcomes += [Outcome.MISBEHAVED]
+
+    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
+        outcome = outcomes.pop(0)
+        return outcome, report(1) if outcome is Outcome.ANSWERED else None
+
+    exchanges = scrapes.Exchanges(clock=clock)
+    readings = scrapes.Readings(exchanges, read, clock=clock)
+
+    def look(after: float) -> float | None:
+        clock.advance(after)
+        readings.latest(PIPELINE, "127.1.2.3", 8090)
+        idle(exchanges)
+        return readings.silent_for(PIPELINE, "127.1.2.3", 8090)
+
+    assert look(0) is None, "refused before it ever answered: starting, not silent"
+    assert look(scrapes.FRESH_SECONDS) is None, "it answers"
+    assert look(scrapes.FRESH_SECONDS) == 0.0, "silent from its first refusal"
+    assert look(scrapes.FRESH_SECONDS) == scrapes.FRESH_SECONDS, "and still, counted from then"
+    clock.advance(0.5)
+    assert readings.silent_for(PIPELINE, "127.1.2.3", 8090) == scrapes.FRESH_SECONDS + 0.5
+    assert look(scrapes.FRESH_SECONDS) is None, "connected (a slow answer): alive"
+    assert readings.silent_for(PIPELINE, "127.9.9.9", 8090) is None, "never read"
