@@ -47,6 +47,7 @@ from sluice_operator.model import (
     Observed,
     PodPhase,
     PodView,
+    StandbyState,
     Status,
 )
 from sluice_operator.progress import DriverProgress
@@ -222,7 +223,11 @@ def observe(
         deleting=deleting or meta.get("deletionTimestamp") is not None,
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},
-        progress=_progress(f"{namespace}/{name}", current),
+        progress=_progress(
+            f"{namespace}/{name}",
+            current,
+            follow=standby is not None and standby.hot and standby.state is StandbyState.READY,
+        ),
         standby_progress=_progress(f"{namespace}/{name}", standby_pod),
         driver_silent_seconds=_silence(f"{namespace}/{name}", current),
         secret_refusals=refusals[0],
@@ -295,14 +300,17 @@ def _drivers(
     return watched.pods, {**watched.nodes, **kube.nodes(missing)}
 
 
-def _progress(pipeline: str, current: PodView | None) -> DriverProgress | None:
+def _progress(
+    pipeline: str, current: PodView | None, *, follow: bool = False
+) -> DriverProgress | None:
     """The current driver's own report, if it runs and answered: its last reading,
-    renewed off this thread (``scrapes``), so a reconcile never waits on a driver."""
+    renewed off this thread (``scrapes``), so a reconcile never waits on a driver;
+    ``follow``: read every second meanwhile (``scrapes.Readings.latest``)."""
     if current is None or current.ip is None or current.phase is not PodPhase.RUNNING:
         return None
     if current.deleting:
         return None
-    return scrapes.READINGS.latest(pipeline, current.ip, builders.METRICS_PORT)
+    return scrapes.READINGS.latest(pipeline, current.ip, builders.METRICS_PORT, follow=follow)
 
 
 def _silence(pipeline: str, current: PodView | None) -> float | None:

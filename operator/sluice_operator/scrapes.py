@@ -56,6 +56,10 @@ node) is asked again soon."""
 BACKOFF_CAP_SECONDS: Final = 300.0
 FORGET_SECONDS: Final = 600.0
 """A driver no reconcile asked about for this long is forgotten (it is gone)."""
+FOLLOW_SECONDS: Final = 12.0
+"""A driver a reconcile asked to follow is read every :data:`FRESH_SECONDS` for this
+long after the ask, reconcile or not: a running pipeline is reconciled every 5 s
+(``Settings.progress_seconds``), and the next ask renews the follow."""
 
 
 def endpoint(host: str, port: int) -> str:
@@ -213,29 +217,75 @@ class Readings:
         self._readings: dict[tuple[str, str, int], _Reading] = {}
         self._lock = threading.Lock()
         self._swept = clock()
+        self._followed: dict[tuple[str, str, int], float] = {}
+        """Drivers read every second until the time given (``follow``)."""
+        self._ticker: threading.Thread | None = None
         self.notify: Callable[[str], None] = lambda pipeline: None
         """Called (on a worker thread) with the pipeline whose driver's reading
         changed; the operator rings the pipeline's bell."""
 
-    def latest(self, pipeline: str, host: str, port: int) -> DriverProgress | None:
+    def latest(
+        self, pipeline: str, host: str, port: int, *, follow: bool = False
+    ) -> DriverProgress | None:
         """The last reading of the driver of ``pipeline`` at ``host:port`` (``None``:
-        none yet, or it did not answer), a new one asked for if it is old."""
+        none yet, or it did not answer), a new one asked for if it is old. ``follow``:
+        go on reading it every :data:`FRESH_SECONDS` between reconciles, for
+        :data:`FOLLOW_SECONDS` (a driver with a Ready hot standby: its silence is
+        news, ``hot_standby.silent``)."""
         target = (pipeline, host, port)
         now = self._clock()
         with self._lock:
             known = self._readings.get(target)
             if known is not None:
                 self._readings[target] = replace(known, asked=now)
+            if follow:
+                self._followed[target] = now + FOLLOW_SECONDS
             if now - self._swept > FORGET_SECONDS / 10:
                 self._forget(now)
+        if follow:
+            self._start_ticker()
         if known is None or now - known.taken >= FRESH_SECONDS:
-            self._exchanges.submit(
-                ("metrics", *map(str, target)),
-                endpoint(host, port),
-                self._timeout,
-                lambda: self._renew(target),
-            )
+            self._submit(target)
         return known.progress if known is not None else None
+
+    def tick(self) -> None:
+        """One round of the followed drivers: each whose reading is old is read again
+        (the ticker thread calls this every :data:`FRESH_SECONDS`)."""
+        now = self._clock()
+        with self._lock:
+            self._followed = {t: until for t, until in self._followed.items() if until > now}
+            due = [
+                target
+                for target in self._followed
+                if (known := self._readings.get(target)) is None
+                or now - known.taken >= FRESH_SECONDS
+            ]
+        for target in due:
+            self._submit(target)
+
+    def _submit(self, target: tuple[str, str, int]) -> None:
+        _pipeline, host, port = target
+        self._exchanges.submit(
+            ("metrics", *map(str, target)),
+            endpoint(host, port),
+            self._timeout,
+            lambda: self._renew(target),
+        )
+
+    def _start_ticker(self) -> None:
+        with self._lock:
+            if self._ticker is not None:
+                return
+            self._ticker = threading.Thread(target=self._tick_on, name="driver-follow", daemon=True)
+        self._ticker.start()
+
+    def _tick_on(self) -> None:
+        while True:
+            time.sleep(FRESH_SECONDS / 2)
+            try:
+                self.tick()
+            except Exception:  # a bug here must not end the thread
+                LOG.exception("following the drivers failed")
 
     def silent_for(self, pipeline: str, host: str, port: int) -> float | None:
         """Seconds the driver at ``host:port`` has been silent (reached before, not
@@ -255,7 +305,8 @@ class Readings:
             reached, silent = after(known, outcome, now)
             asked = known.asked if known else now
             self._readings[target] = _Reading(reading, now, asked, reached, silent)
-        if known is None or known.progress != reading:
+        fell_silent = silent is not None and (known is None or known.silent_since is None)
+        if known is None or known.progress != reading or fell_silent:
             self.notify(pipeline)
         return outcome
 

@@ -190,3 +190,46 @@ def test_a_driver_that_answered_and_then_cannot_be_connected_to_is_silent_until_
     assert readings.silent_for(PIPELINE, "127.1.2.3", 8090) == scrapes.FRESH_SECONDS + 0.5
     assert look(scrapes.FRESH_SECONDS) is None, "connected (a slow answer): alive"
     assert readings.silent_for(PIPELINE, "127.9.9.9", 8090) is None, "never read"
+
+
+def test_a_followed_driver_is_read_every_second_between_reconciles_and_its_silence_is_news() -> (
+    None
+):
+    """A running pipeline is reconciled every 5 s; its driver's crash was seen only at
+    the next reconcile's read (6.4 s from the node crash to the promotion in a soak).
+    A driver with a Ready hot standby is followed: read each second for
+    ``FOLLOW_SECONDS`` after a reconcile asked, and the pipeline woken when it falls
+    silent."""
+    clock = Clock()
+    outcomes = [Outcome.ANSWERED, Outcome.ANSWERED, Outcome.UNREACHABLE, Outcome.UNREACHABLE]
+    reads: list[float] = []
+
+    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
+        reads.append(clock())
+        outcome = outcomes.pop(0) if outcomes else Outcome.UNREACHABLE
+        return outcome, report(1) if outcome is Outcome.ANSWERED else None
+
+    exchanges = scrapes.Exchanges(clock=clock)
+    readings = scrapes.Readings(exchanges, read, clock=clock)
+    rung: list[str] = []
+    readings.notify = rung.append
+    readings.latest(PIPELINE, "127.1.2.3", 8090, follow=True)
+    idle(exchanges)
+    for _ in range(3):  # no reconcile asks in between
+        clock.advance(scrapes.FRESH_SECONDS)
+        readings.tick()
+        idle(exchanges)
+    assert len(reads) == 4, "read each second, not at the next reconcile"
+    assert rung == [PIPELINE, PIPELINE], "woken at its first answer and as it fell silent"
+    assert readings.silent_for(PIPELINE, "127.1.2.3", 8090) == scrapes.FRESH_SECONDS
+    clock.advance(scrapes.FOLLOW_SECONDS)
+    readings.tick()
+    idle(exchanges)
+    assert len(reads) == 4, "not followed once no reconcile asked for FOLLOW_SECONDS"
+    unfollowed = scrapes.Readings(exchanges, read, clock=clock)
+    unfollowed.latest(PIPELINE, "127.7.7.7", 8090)
+    idle(exchanges)
+    clock.advance(scrapes.FRESH_SECONDS)
+    unfollowed.tick()
+    idle(exchanges)
+    assert len(reads) == 5, "a driver nobody follows is read when a reconcile asks"
