@@ -32,10 +32,12 @@ the soak harness) compile with C1 only. A test's driver lives for seconds to min
 and moves a few thousand records, so C2's optimising compiles of Spark's code are CPU
 spent on code that never runs long: on this project's 2-core machine, a session's start
 and five small aggregations took 37-43 s of JVM CPU by default and 21-22 s with C1
-only. The suite is CPU-bound, so this is its wall clock too. Tests only: the product,
-the demo and the benchmarks keep the JVM's default (both compilers), which is what a
-long-running driver wants. Spark reads ``SPARK_SUBMIT_OPTS`` for the driver's JVM and
-``SPARK_LAUNCHER_OPTS`` for its launcher's; the node agent passes both to its pods."""
+only. The suite is CPU-bound, so this is its wall clock too. The product's drivers
+compile so too by default (``spec.spark.jit: C1``: a long-running driver's batches of a
+few thousand records also cost less CPU with C1 only, docs/tuning.md); this covers
+every JVM a test starts, Spark's launcher and the benchmark's contenders among them.
+Spark reads ``SPARK_SUBMIT_OPTS`` for the driver's JVM and ``SPARK_LAUNCHER_OPTS`` for
+its launcher's; the node agent passes both to its pods."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
