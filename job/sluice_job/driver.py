@@ -12,6 +12,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -125,31 +126,6 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     checkpoint = spec.checkpoint.cassandra
     credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
     tls = TlsMaterial.from_env(checkpoint.tls, env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
-    # A dependency that is away at start-up is waited for, as during a batch: a
-    # driver that exited instead would cost a new epoch per attempt.
-    cluster, session = outages.through_outages(
-        "connect to the checkpoint store",
-        lambda: connect(checkpoint.contact_points, credentials, tls),
-        prometheus,
-        stop=stop,
-    )
-    store = CheckpointStore(
-        session,
-        checkpoint.keyspace,
-        cfg.checkpoint_key,
-        cfg.code_version,
-        history_ttl=checkpoint.history_ttl_seconds,
-        legacy=cfg.legacy_checkpoint_key,
-    )
-    replication = checkpoint.replication.cql() if checkpoint.replication else None
-    create_with = replication if checkpoint.create_keyspace else None
-    pubsub = spec.source.pubsub is not None
-    outages.through_outages(
-        "checkpoint schema",
-        lambda: store.ensure_schema(create_with, pubsub=pubsub),
-        prometheus,
-        stop=stop,
-    )
     session_conf = (
         spark.spark_conf(
             spec,
@@ -163,7 +139,48 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     # Spark's JVM is launched (a fork) before any gRPC client exists: gRPC's fork
     # handlers broke one launch in four beside a live channel (the Pub/Sub dead-letter
     # publisher): "epoll_wait error: Bad file descriptor", then JAVA_GATEWAY_EXITED.
-    spark_session = spark.session(session_conf)
+    # It starts on a thread of its own while the checkpoint store is reached (no gRPC).
+    began = time.monotonic()
+    launch = spark.Launch(session_conf)
+    try:
+        # A dependency that is away at start-up is waited for, as during a batch: a
+        # driver that exited instead would cost a new epoch per attempt.
+        cluster, session = outages.through_outages(
+            "connect to the checkpoint store",
+            lambda: connect(checkpoint.contact_points, credentials, tls),
+            prometheus,
+            stop=stop,
+        )
+        connected = time.monotonic()
+        store = CheckpointStore(
+            session,
+            checkpoint.keyspace,
+            cfg.checkpoint_key,
+            cfg.code_version,
+            history_ttl=checkpoint.history_ttl_seconds,
+            legacy=cfg.legacy_checkpoint_key,
+        )
+        replication = checkpoint.replication.cql() if checkpoint.replication else None
+        create_with = replication if checkpoint.create_keyspace else None
+        pubsub = spec.source.pubsub is not None
+        outages.through_outages(
+            "checkpoint schema",
+            lambda: store.ensure_schema(create_with, pubsub=pubsub),
+            prometheus,
+            stop=stop,
+        )
+        checked = time.monotonic()
+        spark_session = launch.session()
+    except BaseException:
+        launch.discard()
+        raise
+    logs.event(
+        "spark session started",
+        spark_s=round(launch.seconds or 0.0, 3),
+        checkpoint_connect_s=round(connected - began, 3),
+        checkpoint_schema_s=round(checked - connected, 3),
+        waited_for_spark_s=round(time.monotonic() - checked, 3),
+    )
     try:
         _cancel_jobs_on_stop(spark_session, stop, progress.gate)
         ui = spark_session.sparkContext.uiWebUrl
