@@ -253,7 +253,7 @@ def test_a_driver_not_reached_for_two_seconds_is_replaced_by_its_ready_standby()
 @pytest.mark.parametrize(
     ("why", "kw"),
     [
-        ("silent not long enough", {"driver_silent_seconds": 1.0}),
+        ("silent not long enough", {"driver_silent_seconds": 0.5}),
         ("it answers", {"driver_silent_seconds": None}),
         ("the standby does not answer either", {"standby_progress": None}),
         ("the standby reports another epoch", {"standby_progress": waiting(4)}),
@@ -278,10 +278,10 @@ def test_a_silent_driver_is_looked_at_again_when_its_silence_would_be_long_enoug
         (driver(), spare()),
         spec=HOT,
         standby_progress=waiting(),
-        driver_silent_seconds=0.5,
+        driver_silent_seconds=0.25,
     )
     decision = decide(obs)
-    assert decision.requeue_after == pytest.approx(hot_standby.SILENT_SECONDS - 0.5)
+    assert decision.requeue_after == pytest.approx(hot_standby.SILENT_SECONDS - 0.25)
 
 
 def test_a_standby_still_warming_up_is_not_promoted_over_a_silent_driver() -> None:
