@@ -388,6 +388,23 @@ class CheckpointStore:
         if not self._fenced("letters", params, lambda c: _letters_durable(c, batch.batch_id)):
             self._raise_lost_ownership(batch.batch_id)
 
+    def still_held(self, batch: Batch) -> None:
+        """Raise :class:`FencedError` if the row names another owner or epoch than this
+        driver's claim: a newer driver took the pipeline while ``batch`` ran. One read
+        (not serial: a claim that completed is seen, one in progress may not be; the
+        fence on the commit decides in the end), before the batch sends its dead
+        letters, so that a fenced driver's batch does not send the letters its
+        successor sends again."""
+        epoch = self._require_claim()
+        current = self.load()
+        if current.owner != self.owner or current.epoch != epoch:
+            raise FencedError(
+                f"batch {batch.batch_id} stopped before its dead letters: pipeline "
+                f"{self.pipeline} is now held by epoch {current.epoch} (this driver has "
+                f"epoch {epoch})",
+                held_by=current.epoch,
+            )
+
     def commit(self, batch: Batch, started_at: datetime) -> float:
         """Record ``batch`` as done: positions move on, only if we still own the
         pipeline and ``batch`` follows the last committed batch. Returns the seconds

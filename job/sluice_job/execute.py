@@ -24,8 +24,10 @@ commits: a commit never covers a reject that is not durable.
 Rejects are written once per batch: once they are durable, the checkpoint row says so
 (``CheckpointStore.letters_durable``, fenced like the plan), and a re-run of the batch
 (a driver recovering it after a crash, or this driver's next attempt) skips them
-(:func:`letters_written`). A letter repeats only if the driver dies between the
-flush and that record (docs/dead-letters.md).
+(:func:`letters_written`). Before sending them the driver reads the checkpoint row
+(``CheckpointStore.still_held``): a driver fenced while its batch ran sends none.
+A letter repeats only if the driver dies between the flush and that record, or is
+fenced between that read and the flush (docs/dead-letters.md).
 
 Rejects reach the driver bounded: Spark cuts each key and value to what one letter
 carries (the dead-letter topic's limit, ``deadletter.fit``), and the counting job
@@ -84,6 +86,10 @@ class LetterMarks(Protocol):
     def letters_durable(self, batch: Batch) -> None:
         """Record that the dead letters of planned ``batch`` are durable
         (``CheckpointStore.letters_durable``), or raise."""
+
+    def still_held(self, batch: Batch) -> None:
+        """Raise ``FencedError`` if a newer driver holds the pipeline now
+        (``CheckpointStore.still_held``)."""
 
 
 def letters_written(batch: Batch, marked: int | None) -> bool:
@@ -178,6 +184,10 @@ class SparkExecutor:
                 rejected=count,
             )
             return
+        failpoints.phase("dead_letter", batch.batch_id)
+        # A driver that was fenced while its batch ran (a partitioned node's, or one a
+        # hot standby replaced) would send letters its successor sends again.
+        self.marks.still_held(batch)
         described = (self.records.describe(r) for r in _rejects(rejects, count, size))
         self.dead_letters.write(described, batch_id=batch.batch_id, count=count)
         self.marks.letters_durable(batch)

@@ -18,7 +18,8 @@ from typing import Final
 
 from sluice_job import logs
 
-POINTS: Final = frozenset({"read", "write", "after_write", "commit", "after_commit"})
+POINTS: Final = frozenset({"read", "write", "dead_letter", "after_write", "commit", "after_commit"})
+"""``dead_letter``: a batch's rejects are counted and about to be sent."""
 
 
 def _parse(text: str) -> dict[str, float]:

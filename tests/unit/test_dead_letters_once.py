@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import DataFrame, Row
 
 from sluice_job import checkpoint
-from sluice_job.checkpoint import Batch, CheckpointStore
+from sluice_job.checkpoint import Batch, CheckpointStore, FencedError
 from sluice_job.deadletter import DeadLetterUnavailableError, Reject
 from sluice_job.execute import KafkaRecords, SparkExecutor, letters_written
 from sluice_job.offsets import OffsetRange, TopicPartition
@@ -61,9 +61,15 @@ class FakeLetters:
 @dataclass
 class FakeMarks:
     marked: list[int] = field(default_factory=list)
+    held_by: int | None = None
+    """A newer epoch holding the pipeline: ``still_held`` raises."""
 
     def letters_durable(self, batch: Batch) -> None:
         self.marked.append(batch.batch_id)
+
+    def still_held(self, batch: Batch) -> None:
+        if self.held_by is not None:
+            raise FencedError(f"batch {batch.batch_id}: held by {self.held_by}", self.held_by)
 
 
 @dataclass
@@ -172,3 +178,13 @@ def test_the_marker_is_written_fenced_like_the_plan_and_only_for_the_planned_bat
         "UPDATE ks.checkpoints SET letters_durable = ? WHERE pipeline = ? "
         "IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?"
     )
+
+
+def test_a_driver_fenced_while_its_batch_ran_sends_none_of_its_letters() -> None:
+    """A chaos soak with a hot standby repeated 23 of 4,241 letters: a force-deleted
+    driver's batch ran on for 3 s after the standby claimed, sent its letters, and
+    was fenced only at its commit, while its successor re-ran the batch with them."""
+    letters, marks = FakeLetters(), FakeMarks(held_by=6)
+    with pytest.raises(FencedError):
+        _executor(letters, marks)._dead_letter(_rejects(3), 3, 6, BATCH)
+    assert (letters.written, marks.marked) == ([], [])
