@@ -30,6 +30,7 @@ from sluice_operator import (
     builders,
     changes,
     consent,
+    decision_log,
     envfrom,
     metrics,
     promote,
@@ -111,6 +112,10 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
     (4xx) ends it: the refusal is recorded as a failure (``after_rejection``) instead
     of raising, which would start the next epoch at the next reconcile, and so on."""
     written = observed.status
+    leads_to = next(
+        (a.status for a in reversed(decision.actions) if isinstance(a, WriteStatus)),
+        observed.status,
+    )
     stalled = False
     for action in decision.actions:
         if isinstance(action, WriteStatus):
@@ -124,6 +129,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
                 observed.name,
                 action.reason,
                 action.message,
+                extra={"fields": decision_log.fields(observed, leads_to, action)},
             )
         if isinstance(action, Promote):  # to the standby's pod, not the API server
             sent = promote.PROMOTIONS.promote(action.ip, builders.CONTROL_PORT, action.epoch)

@@ -75,7 +75,7 @@ def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_n
 ) -> None:
     factory = EventFactory(seed=66)  # produced until the faults are over (the partitioned
     # driver must find records to plan, and so meet its fence), then stopped
-    setup.operators.start()
+    operator = setup.operators.start()
     setup.kubectl.apply(hot(setup.manifest("v1")))
     production = setup.produce(UNTIL_STOPPED, factory)
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
@@ -93,6 +93,12 @@ def test_a_hot_standby_takes_over_from_a_killed_driver_then_from_a_partitioned_n
     assert status["driverPod"] == standby.metadata.name, "the standby was promoted"
     assert status["restarts"] == 1
     assert any(standby.metadata.name in m for m in events(setup, "Promoted"))
+    # The operator's log says what it did, why, and what it saw (issue 42, item 5).
+    (promotion,) = [d for d in operator.decisions("Promoted") if d["epoch"] == 2]
+    assert active.metadata.name in promotion["reason"], promotion
+    seen = {p["name"]: p for p in promotion["observed"]["pods"]}
+    assert seen[active.metadata.name]["epoch"] == 1
+    assert promotion["observed"]["standby"]["pod"] == standby.metadata.name
     assert production.running, "the kill happened while events were being produced"
 
     standby = ready_standby(setup, 3)

@@ -3,6 +3,7 @@ control plane, and reading what it did: the pipeline's status and its driver pod
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -49,6 +50,21 @@ class OperatorProcess:
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
+
+    def decisions(self, action: str) -> list[dict[str, Any]]:
+        """The operator's log lines of ``action`` (an Event reason: ``Promoted``,
+        ``DriverCreated``, ...), as the JSON objects it wrote."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("action") == action:
+                found.append(entry)
+        return found
 
 
 @dataclass
