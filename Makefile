@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision provision-nodes images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -79,6 +79,12 @@ provision: setup
 provision-nodes: setup
 	$(BIN)/sluice-dev provision --real-nodes
 
+# Everything of provision, and what `sluice-dev up monitoring` runs: the Prometheus
+# Operator (and its CRDs), Prometheus and Alertmanager, three long Go builds that
+# make test does not need (its tests of them are left out: make test-monitoring).
+provision-monitoring: setup
+	$(BIN)/sluice-dev provision --monitoring
+
 # The two images, Dockerfile.job and Dockerfile.operator, built with podman on base
 # images made from Debian's packages (no registry is reachable), cached by what goes
 # into them: localhost/sluice/job:dev and localhost/sluice/operator:dev. Installs
@@ -119,13 +125,20 @@ test:
 	SLUICE_TEST_STARTED=$$started \
 	SLUICE_TEST_PROVISION_SECONDS=$$((provisioned - started)) \
 	SLUICE_TEST_LINT_SECONDS=$$((linted - provisioned)) \
-	$(BIN)/pytest -m "not long and not realnode" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not long and not realnode and not monitoring" $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m unit
 
 test-integration: provision images
-	$(BIN)/pytest -m "integration and not realnode"
+	$(BIN)/pytest -m "integration and not realnode and not monitoring"
+
+# The stack's monitoring with the chart's monitors and rules (sluice-dev up
+# monitoring): the Prometheus Operator's configuration loaded by Prometheus, the
+# operator and a driver scraped, the alerts loaded, Alertmanager reached. make test
+# leaves these out (CI has no time for the builds).
+test-monitoring: provision-monitoring
+	$(BIN)/pytest -m monitoring -s
 
 # Pods on real nodes: the pinned kubelet with containerd and runc, two workers in
 # network namespaces of the stack's own (sluice_dev.realnode). The session runs in

@@ -1,9 +1,11 @@
 """``sluice-dev``: the command line of the local stack.
 
-sluice-dev provision [ARTIFACT...] [--real-nodes]   build/download everything, cached
-                                     by version (--real-nodes: the real nodes' too)
+sluice-dev provision [ARTIFACT...] [--real-nodes] [--monitoring]   build/download
+                                     everything, cached by version (--real-nodes: the
+                                     real nodes' too; --monitoring: Prometheus's)
 sluice-dev up [SERVER...]            start servers (and what they need); idempotent;
-                                     optional ones (cassandra-secure) only when named
+                                     optional ones (cassandra-secure, monitoring) only
+                                     when named
 sluice-dev down [--purge]            stop everything the stack started
 sluice-dev stop SERVER [--kill]      stop one server, keeping its data
 sluice-dev restart SERVER [--down S] [--kill]   stop one server, wait S seconds, start it
@@ -79,12 +81,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     cmd = sub.add_parser("provision", help="build or fetch every artifact, cached by version")
-    cmd.add_argument("artifacts", nargs="*", metavar="ARTIFACT", help=_names(registry.ARTIFACTS))
+    cmd.add_argument(
+        "artifacts", nargs="*", metavar="ARTIFACT", help=_names(registry.every_artifact())
+    )
     cmd.add_argument(
         "--real-nodes",
         action="store_true",
         help="also what real nodes need (kubelet, kube-proxy, pause, CoreDNS), which a "
         "plain provision leaves to a worker's first start",
+    )
+    cmd.add_argument(
+        "--monitoring",
+        action="store_true",
+        help="also what `sluice-dev up monitoring` runs (the Prometheus Operator, "
+        "Prometheus, Alertmanager), which a plain provision leaves to its first start",
     )
     cmd.set_defaults(run=_provision)
 
@@ -270,6 +280,7 @@ def _provision(layout: Layout, args: argparse.Namespace) -> int:
         args.artifacts or None,
         say=lambda line: print(line, flush=True),
         real_nodes=args.real_nodes,
+        monitoring=args.monitoring,
     )
     print(f"provisioned in {time.monotonic() - started:.1f}s (cache: {layout.cache})")
     return 0

@@ -11,6 +11,7 @@ from sluice_dev.servers import (
     etcd,
     kafka,
     kube,
+    monitoring,
     nodeagent,
     pubsub,
     spark,
@@ -29,6 +30,12 @@ ARTIFACTS: tuple[Artifact, ...] = (
     *realnode.ARTIFACTS,
 )
 
+MONITORING_ARTIFACTS: tuple[Artifact, ...] = monitoring.ARTIFACTS
+"""What ``sluice-dev up monitoring`` runs (the Prometheus Operator, Prometheus,
+Alertmanager): built by ``provision --monitoring`` or at that server's first start,
+never by a plain ``provision``, so ``make test``'s cold provisioning does not pay for
+three long Go builds it does not use."""
+
 # Start order: a server comes after everything it requires.
 SERVERS: tuple[Server, ...] = (
     *etcd.SERVERS,
@@ -40,6 +47,7 @@ SERVERS: tuple[Server, ...] = (
     *datastore.SERVERS,
     *pubsub.SERVERS,
     *realnode.SERVERS,
+    *monitoring.SERVERS,
 )
 
 
@@ -48,17 +56,25 @@ def defaults() -> tuple[Server, ...]:
     return tuple(item for item in SERVERS if not item.optional)
 
 
-def provisioned() -> tuple[Artifact, ...]:
+def provisioned(*, monitoring: bool = False) -> tuple[Artifact, ...]:
     """What a plain ``provision`` builds or fetches: every artifact but those built on
-    demand (real nodes' binaries, when a worker first starts)."""
-    return tuple(item for item in ARTIFACTS if not item.on_demand)
+    demand (real nodes' binaries, when a worker first starts), plus with
+    ``monitoring`` the monitoring servers'."""
+    plain = tuple(item for item in ARTIFACTS if not item.on_demand)
+    return (*plain, *MONITORING_ARTIFACTS) if monitoring else plain
+
+
+def every_artifact() -> tuple[Artifact, ...]:
+    """Every artifact any server of the stack needs, the monitoring ones included."""
+    return (*ARTIFACTS, *MONITORING_ARTIFACTS)
 
 
 def artifact(name: str) -> Artifact:
-    for item in ARTIFACTS:
+    for item in every_artifact():
         if item.name == name:
             return item
-    raise KeyError(f"no artifact named {name!r}; known: {[a.name for a in ARTIFACTS]}")
+    known = [a.name for a in every_artifact()]
+    raise KeyError(f"no artifact named {name!r}; known: {known}")
 
 
 def server(name: str) -> Server:

@@ -64,11 +64,14 @@ def provision(
     say: Say = print,
     *,
     real_nodes: bool = False,
+    monitoring: bool = False,
 ) -> list[Outcome]:
     """Build or fetch every artifact but those built on demand (with ``real_nodes``,
-    those too), or the named ones, downloads beside builds; prints a line as each
-    starts and ends."""
-    every = registry.ARTIFACTS if real_nodes else registry.provisioned()
+    the real nodes' too; with ``monitoring``, the monitoring servers'), or the named
+    ones, downloads beside builds; prints a line as each starts and ends."""
+    every = [*registry.provisioned(monitoring=monitoring)]
+    if real_nodes:
+        every = [*every, *(a for a in registry.ARTIFACTS if a.on_demand)]
     chosen = list(names) if names else [a.name for a in every]
     return provision_all([registry.artifact(name) for name in chosen], layout, say)
 
@@ -81,13 +84,16 @@ def unbuilt(layout: Layout, names: Iterable[str]) -> str | None:
     """Why the stack's network namespace cannot start servers needing ``names``: the
     artifacts among them not built yet (nothing in the namespace reaches a package
     registry, so they cannot be built there); None when every one is ready."""
-    missing = [a for a in registry.ARTIFACTS if a.name in set(names) and not a.ready(layout)]
+    missing = [a for a in registry.every_artifact() if a.name in set(names) and not a.ready(layout)]
     if not missing:
         return None
     listed = ", ".join(f"{a.name} {a.version}" for a in missing)
+    command = PROVISION_REAL_NODES
+    if any(a in registry.MONITORING_ARTIFACTS for a in missing):
+        command += " --monitoring"
     return (
         f"not built yet: {listed}; the stack's network namespace reaches no package "
-        f"registry, so build them outside it first: {PROVISION_REAL_NODES} "
+        f"registry, so build them outside it first: {command} "
         "(make demo and make test-node do)"
     )
 
@@ -114,7 +120,7 @@ def up(layout: Layout, names: Iterable[str] | None = None, say: Say = print) -> 
         if problem := unbuilt(layout, needed):
             raise StackError(problem)
     else:
-        provision(layout, [a.name for a in registry.ARTIFACTS if a.name in needed], say)
+        provision(layout, [a.name for a in registry.every_artifact() if a.name in needed], say)
     _Starter(layout, servers, say).run()
 
 

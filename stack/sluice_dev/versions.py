@@ -20,3 +20,8 @@ HELM: Final = "3.22.0"
 PROMETHEUS: Final = "0.316.0"
 # The Go module that ships pstest, Google's in-memory Pub/Sub server.
 PUBSUB_GO: Final = "2.8.1"
+# The local stack's monitoring (sluice-dev up monitoring; provision --monitoring).
+# Prometheus itself is the PROMETHEUS module version above (promtool's).
+ALERTMANAGER: Final = "0.35.0"
+# v0.85.0 is the newest release the module proxy reachable here lists.
+PROMETHEUS_OPERATOR: Final = "0.85.0"

@@ -293,6 +293,21 @@ def prepare_pki(layout: Layout) -> None:
         write_if_changed(target, _kubeconfig(layout, user, _pair(layout, stem)))
 
 
+def client_identity(
+    layout: Layout, stem: str, user: str, groups: tuple[str, ...] = ()
+) -> pki.KeyPair:
+    """A client certificate ``<stem>.crt``/``<stem>.key`` naming ``user`` (in
+    ``groups``), signed by the stack's CA, and its kubeconfig
+    (:func:`component_kubeconfig`); idempotent. ``api_request(identity=stem)`` then
+    acts as that user, with whatever RBAC grants it (nothing by default)."""
+    directory = pki_dir(layout)
+    ca = pki.ensure_ca(directory, "ca", f"{CLUSTER_NAME}-ca")
+    spec = pki.CertSpec(user, organizations=groups, client=True)
+    pair = pki.ensure_cert(directory, stem, ca, spec)
+    write_if_changed(component_kubeconfig(layout, stem), _kubeconfig(layout, user, pair))
+    return pair
+
+
 def _apiserver_argv(layout: Layout) -> Sequence[str]:
     ca = _ca(layout)
     serving = _pair(layout, "apiserver")
