@@ -25,9 +25,11 @@ Rejects are written once per batch: once they are durable, the checkpoint row sa
 (``CheckpointStore.letters_durable``, fenced like the plan), and a re-run of the batch
 (a driver recovering it after a crash, or this driver's next attempt) skips them
 (:func:`letters_written`). Before sending them the driver reads the checkpoint row
-(``CheckpointStore.still_held``): a driver fenced while its batch ran sends none.
-A letter repeats only if the driver dies between the flush and that record, or is
-fenced between that read and the flush (docs/dead-letters.md).
+(``CheckpointStore.still_held``): a driver fenced while its batch ran sends none;
+and a batch whose record failed after its letters were sent (Cassandra away) is
+attempted again by the same driver without sending them again. A letter repeats
+only if the driver dies between the flush and that record, or is fenced between
+that read and the flush (docs/dead-letters.md).
 
 Rejects reach the driver bounded: Spark cuts each key and value to what one letter
 carries (the dead-letter topic's limit, ``deadletter.fit``), and the counting job
@@ -131,6 +133,9 @@ class SparkExecutor:
     marks: LetterMarks
     _marked: int | None = field(init=False, default=None)
     """The last batch whose letters this executor made durable and recorded so."""
+    _sent: int | None = field(init=False, default=None)
+    """The last batch whose letters this executor sent and Kafka acknowledged, recorded
+    or not: an attempt again after the record failed (Cassandra away) only records."""
     _counter: ThreadPoolExecutor = field(
         init=False, default_factory=lambda: ThreadPoolExecutor(1, "sluice-rejects")
     )
@@ -184,12 +189,20 @@ class SparkExecutor:
                 rejected=count,
             )
             return
-        failpoints.phase("dead_letter", batch.batch_id)
-        # A driver that was fenced while its batch ran (a partitioned node's, or one a
-        # hot standby replaced) would send letters its successor sends again.
-        self.marks.still_held(batch)
-        described = (self.records.describe(r) for r in _rejects(rejects, count, size))
-        self.dead_letters.write(described, batch_id=batch.batch_id, count=count)
+        if self._sent != batch.batch_id:
+            failpoints.phase("dead_letter", batch.batch_id)
+            # A driver that was fenced while its batch ran (a partitioned node's, or one
+            # a hot standby replaced) would send letters its successor sends again.
+            self.marks.still_held(batch)
+            described = (self.records.describe(r) for r in _rejects(rejects, count, size))
+            self.dead_letters.write(described, batch_id=batch.batch_id, count=count)
+            self._sent = batch.batch_id
+        else:
+            logs.event(
+                "dead letters of this batch already sent: recording them durable",
+                batch_id=batch.batch_id,
+                rejected=count,
+            )
         self.marks.letters_durable(batch)
         self._marked = batch.batch_id
 

@@ -222,9 +222,14 @@ class Launch:
         return self._future.result()
 
     def discard(self) -> None:
-        """The driver ends before it used the session: stop it once it has started
-        (a start that failed leaves nothing to stop)."""
+        """The driver ends before it used the session (a stop, or a failure, during
+        its start-up): a session that has started is stopped; one still starting is
+        left, not waited for, so a stop during the JVM's launch ends the driver at
+        once. That JVM exits with the driver's process: PySpark's gateway ends when
+        its standard input, the driver's pipe, closes."""
+        if not self._future.done() or self._future.exception() is not None:
+            return
         try:
             self._future.result().stop()
-        except Exception:  # the start failed, or Spark stops badly: the driver ends anyway
+        except Exception:  # Spark stops badly: the driver ends anyway
             return

@@ -34,15 +34,16 @@ CAP = 400  # per partition: 1,600 records a batch, 80 of them bad; 3 batches in 
 SKIPPED = "dead letters of this batch already durable: not written again"
 
 
-def test_a_batch_recovered_after_its_dead_letters_were_durable_does_not_write_them_again(
+def _pipeline(
     kafka_bootstrap: str,
     kafka_topic: Any,
     cassandra_contact: str,
-    cassandra: Any,
     events_table: str,
-    driver: Driver,
-) -> None:
-    factory = EventFactory(seed=43, bad_every=20)
+    seed: int,
+) -> tuple[str, str, dict[str, Any]]:
+    """A topic of ``RECORDS`` events (every 20th malformed), a dead-letter topic, and
+    the spec of a pipeline reading the one and writing its rejects to the other."""
+    factory = EventFactory(seed=seed, bad_every=20)
     topic, dead_letter_topic = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=2)
     produce(kafka_bootstrap, topic, RECORDS, factory=factory)
     pipeline_spec = spec(
@@ -53,6 +54,53 @@ def test_a_batch_recovered_after_its_dead_letters_were_durable_does_not_write_th
         entrypoint="sluice_job.examples.events:transform",
         cap=CAP,
         deadLetter={"kafka": {"topic": dead_letter_topic}},
+    )
+    return topic, dead_letter_topic, pipeline_spec
+
+
+def _drain(
+    second: Any, kafka_bootstrap: str, topic: str, cassandra: Any, events_table: str, key: str
+) -> None:
+    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
+    drain_and_stop(
+        second,
+        cassandra,
+        events_table,
+        key,
+        ends,
+        timeout=300,
+        what="the second driver to commit the end offsets",
+    )
+
+
+def _assert_each_bad_record_lettered_once(
+    kafka_bootstrap: str, topic: str, dead_letter_topic: str
+) -> set[tuple[int, int]]:
+    """Each malformed record of ``topic`` has exactly one letter; their positions."""
+    source = {(r.partition, r.offset): r for r in state.read_topic(kafka_bootstrap, topic)}
+    bad = {at for at, r in source.items() if expected.reject_reason(r.value) is not None}
+    assert len(bad) == RECORDS // 20
+    letters = state.read_topic(kafka_bootstrap, dead_letter_topic)
+    positions = Counter(
+        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
+        for m in letters
+    )
+    repeated = {at: n for at, n in positions.items() if n > 1}
+    assert not repeated, f"{len(letters)} letters, {len(bad)} bad records, {len(repeated)} repeated"
+    assert set(positions) == bad
+    return bad
+
+
+def test_a_batch_recovered_after_its_dead_letters_were_durable_does_not_write_them_again(
+    kafka_bootstrap: str,
+    kafka_topic: Any,
+    cassandra_contact: str,
+    cassandra: Any,
+    events_table: str,
+    driver: Driver,
+) -> None:
+    topic, dead_letter_topic, pipeline_spec = _pipeline(
+        kafka_bootstrap, kafka_topic, cassandra_contact, events_table, seed=43
     )
     first = driver.start(pipeline_spec, epoch=1, failpoints="after_write=30")
     killed = first.wait_event(
@@ -67,28 +115,8 @@ def test_a_batch_recovered_after_its_dead_letters_were_durable_does_not_write_th
     assert len(before) == CAP * PARTITIONS // 20  # the killed batch's letters are durable
 
     second = driver.start(pipeline_spec, epoch=2)
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(
-        second,
-        cassandra,
-        events_table,
-        driver.checkpoint_key,
-        ends,
-        timeout=300,
-        what="the second driver to commit the end offsets",
-    )
-
-    source = {(r.partition, r.offset): r for r in state.read_topic(kafka_bootstrap, topic)}
-    bad = {at for at, r in source.items() if expected.reject_reason(r.value) is not None}
-    assert len(bad) == RECORDS // 20
-    letters = state.read_topic(kafka_bootstrap, dead_letter_topic)
-    positions = Counter(
-        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
-        for m in letters
-    )
-    repeated = {at: n for at, n in positions.items() if n > 1}
-    assert not repeated, f"{len(letters)} letters, {len(bad)} bad records, {len(repeated)} repeated"
-    assert set(positions) == bad
+    _drain(second, kafka_bootstrap, topic, cassandra, events_table, driver.checkpoint_key)
+    bad = _assert_each_bad_record_lettered_once(kafka_bootstrap, topic, dead_letter_topic)
     skipped = [e for e in second.events() if e.get("event") == SKIPPED]
     assert [e["batch_id"] for e in skipped] == [killed["batch_id"]]
     # The recovered batch still counts its rejects: each bad record counted once.
@@ -110,17 +138,8 @@ def test_a_driver_fenced_while_its_batch_ran_sends_none_of_its_dead_letters(
     hot standby. It reads the checkpoint row before it sends them: this one, stopped
     (SIGSTOP) just before, resumes after its successor drained the topic, sends none,
     and exits 3 (fenced). On the old code its letters were in the topic twice."""
-    factory = EventFactory(seed=44, bad_every=20)
-    topic, dead_letter_topic = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=2)
-    produce(kafka_bootstrap, topic, RECORDS, factory=factory)
-    pipeline_spec = spec(
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        contact=cassandra_contact,
-        keyspace=events_table,
-        entrypoint="sluice_job.examples.events:transform",
-        cap=CAP,
-        deadLetter={"kafka": {"topic": dead_letter_topic}},
+    topic, dead_letter_topic, pipeline_spec = _pipeline(
+        kafka_bootstrap, kafka_topic, cassandra_contact, events_table, seed=44
     )
     # The pause only widens the window in which the test stops the driver (SIGSTOP).
     first = driver.start(pipeline_spec, epoch=1, failpoints="dead_letter=20")
@@ -131,27 +150,8 @@ def test_a_driver_fenced_while_its_batch_ran_sends_none_of_its_dead_letters(
     )
     first.kill(signal.SIGSTOP)
     second = driver.start(pipeline_spec, epoch=2)
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(
-        second,
-        cassandra,
-        events_table,
-        driver.checkpoint_key,
-        ends,
-        timeout=300,
-        what="the second driver to commit the end offsets",
-    )
+    _drain(second, kafka_bootstrap, topic, cassandra, events_table, driver.checkpoint_key)
     first.kill(signal.SIGCONT)
     assert first.wait(120) == 3, "the first driver is fenced"
     assert first.message()["reason"] == "Fenced"
-
-    source = {(r.partition, r.offset): r for r in state.read_topic(kafka_bootstrap, topic)}
-    bad = {at for at, r in source.items() if expected.reject_reason(r.value) is not None}
-    letters = state.read_topic(kafka_bootstrap, dead_letter_topic)
-    positions = Counter(
-        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
-        for m in letters
-    )
-    repeated = {at: n for at, n in positions.items() if n > 1}
-    assert not repeated, f"{len(letters)} letters, {len(bad)} bad records, {len(repeated)} repeated"
-    assert set(positions) == bad
+    _assert_each_bad_record_lettered_once(kafka_bootstrap, topic, dead_letter_topic)
