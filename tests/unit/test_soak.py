@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -356,3 +357,28 @@ def test_the_soak_with_a_standby_upgrades_by_warm_handover() -> None:
     target = Target("ns", "soak", "127.0.0.1:1", "t", "t-dlq", "127.0.0.1:2", "ks")
     spec = PipelineSpec.model_validate(manifest(target, "sluice-soak/job:v1", standby=1)["spec"])
     assert (spec.standby, spec.upgrade.mode) == (1, UpgradeMode.WARM_HANDOVER)
+
+
+def test_a_deleted_pipelines_leftovers_are_found_and_nothing_of_a_live_one() -> None:
+    """The full soak's second mode timed out waiting for its first commit: the first
+    mode's pipeline, deleted after three kube-apiserver restarts, left its
+    ServiceAccount behind (garbage collection missed it), and the operator refused to
+    adopt it for the new pipeline of the same name. The soak now finds such leftovers
+    (owned by a StreamingPipeline that no longer exists) and deletes them."""
+    from sluice_dev.soak.cluster import orphans
+
+    def owned(kind: str, name: str, owner_kind: str, uid: str) -> dict[str, Any]:
+        refs = [{"kind": owner_kind, "uid": uid, "name": "soak"}]
+        return {"kind": kind, "metadata": {"name": name, "ownerReferences": refs}}
+
+    items = [
+        owned("ServiceAccount", "soak-driver", "StreamingPipeline", "gone"),
+        owned("Service", "soak-driver", "StreamingPipeline", "alive"),
+        owned("Pod", "soak-driver-3", "StreamingPipeline", "gone"),
+        owned("Secret", "other", "Deployment", "gone"),
+        {"kind": "ServiceAccount", "metadata": {"name": "default"}},
+    ]
+    assert orphans(items, {"alive"}) == [
+        ("serviceaccount", "soak-driver"),
+        ("pod", "soak-driver-3"),
+    ]

@@ -12,10 +12,13 @@ import json
 import os
 import signal
 import socket
+import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sluice_api import names
 from sluice_dev import localcluster, procs, registry
 from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.nodeagent import control
@@ -24,6 +27,11 @@ from sluice_dev.servers import nodeagent
 from sluice_dev.soak.manifest import Target
 
 IMAGE: Final = "sluice-soak/job"
+OWNED_KINDS: Final = "serviceaccounts,services,rolebindings,secrets,pods"
+"""What the operator creates for a pipeline (``sluice_operator.builders.supporting``,
+and its driver pods)."""
+COLLECT_SECONDS: Final = 30.0
+"""How long garbage collection gets to remove a deleted pipeline's objects."""
 VERSIONS: Final = ("v1", "v2")
 
 
@@ -97,10 +105,37 @@ class Pipeline:
             return None
         return dict((found or {}).get("status") or {})
 
-    def delete(self) -> None:
+    def delete(self, say: Callable[[str], None] = print) -> None:
+        """Delete the pipeline (its driver stops cleanly) and what it owned
+        (:meth:`collect_orphans`)."""
         self.kubectl(
             "delete", "sp", self.target.name, "-n", self.target.namespace, "--timeout=180s"
         )
+        self.collect_orphans(say)
+
+    def collect_orphans(self, say: Callable[[str], None] = print) -> None:
+        """Remove the objects the operator made for a pipeline that no longer exists
+        (ServiceAccounts, Service, RoleBinding, Secret, pods). They are garbage
+        collection's to remove, which in this stack missed a ServiceAccount after a
+        kube-apiserver restart: the next soak's pipeline of the same name was then
+        refused its driver pods (a ServiceAccount not its own) until the run timed
+        out. What is left after :data:`COLLECT_SECONDS` is deleted here, as the
+        operator's message tells a user to."""
+        deadline = time.monotonic() + COLLECT_SECONDS
+        while (left := self._orphans()) and time.monotonic() < deadline:
+            time.sleep(1.0)
+        for kind, name in left:
+            say(f"{kind} {name} of a deleted pipeline not garbage-collected: deleting it")
+            self.kubectl("delete", kind, name, "-n", self.target.namespace, "--ignore-not-found")
+
+    def _orphans(self) -> list[tuple[str, str]]:
+        """Objects of the namespace, of the kinds the operator makes, owned by a
+        StreamingPipeline that no longer exists."""
+        namespace = self.target.namespace
+        pipelines = json.loads(self.kubectl("get", "sp", "-n", namespace, "-o", "json") or "{}")
+        alive = {item["metadata"]["uid"] for item in pipelines.get("items", [])}
+        found = json.loads(self.kubectl("get", OWNED_KINDS, "-n", namespace, "-o", "json") or "{}")
+        return orphans(found.get("items", []), alive)
 
     def standby_ready(self) -> bool:
         """A hot standby of the running spec is Ready to take over."""
@@ -138,3 +173,16 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def orphans(items: list[dict[str, Any]], alive: set[str]) -> list[tuple[str, str]]:
+    """``(kind, name)`` of each of ``items`` owned by a StreamingPipeline whose uid is
+    not in ``alive`` (a pure function)."""
+    return [
+        (str(item["kind"]).lower(), str(item["metadata"]["name"]))
+        for item in items
+        if any(
+            o.get("kind") == names.KIND and o.get("uid") not in alive
+            for o in item["metadata"].get("ownerReferences") or ()
+        )
+    ]

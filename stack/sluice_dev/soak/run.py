@@ -118,7 +118,8 @@ class Soak:
         opts, target = self.options, self.target
         if pipeline.get() is not None:
             self.say("deleting the previous soak pipeline (its driver stops cleanly)")
-            pipeline.delete()
+            pipeline.delete(self.say)
+        pipeline.collect_orphans(self.say)
         ensure_topic(target.bootstrap, target.topic, PARTITIONS)
         ensure_topic(target.bootstrap, target.dead_letter_topic, 1)
         store.reset()
@@ -303,7 +304,7 @@ class Soak:
     def _tear_down(self, pipeline: cluster.Pipeline, operator: cluster.Operator) -> None:
         try:
             if pipeline.get() is not None:
-                pipeline.delete()
+                pipeline.delete(self.say)
         finally:
             operator.stop()
 
