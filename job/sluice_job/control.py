@@ -32,6 +32,7 @@ class Control:
         self.promoted = threading.Event()
         self._server = ThreadingHTTPServer((host or "0.0.0.0", port), _handler(self))
         self._server.daemon_threads = True
+        self._closed = False
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL_SECONDS},
@@ -50,7 +51,11 @@ class Control:
 
     def close(self) -> None:
         """Stop serving: waits for the serving loop's next look at its shutdown flag
-        (at most :data:`SHUTDOWN_POLL_SECONDS`), which a standby's takeover waits for."""
+        (at most :data:`SHUTDOWN_POLL_SECONDS`), which a standby's takeover waits for.
+        Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._server.shutdown()
         self._server.server_close()
 

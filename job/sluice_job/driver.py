@@ -122,6 +122,9 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
 def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
     spec, env = cfg.spec, os.environ
     prometheus = _metrics(cfg)
+    # A hot standby hears its promotion from its start on, so that one promoted while
+    # it gets ready cuts its warm-up short (``standby.get_ready``).
+    control = _hot_control(cfg)
     function = transform.load(spec.transform.entrypoint)
     checkpoint = spec.checkpoint.cassandra
     credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
@@ -191,7 +194,16 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         )
         sink = _sink(cfg)
         parts = Parts(
-            cfg, stop, progress, store, spark_session, function, sink, dead_letters, prometheus
+            cfg,
+            stop,
+            progress,
+            store,
+            spark_session,
+            function,
+            sink,
+            dead_letters,
+            prometheus,
+            control,
         )
         runner = _pubsub_runner(parts, session) if pubsub else _kafka_runner(parts)
         if runner is None:  # a standby asked to stop before its turn: it claimed nothing
@@ -200,6 +212,8 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     finally:
         spark_session.stop()
         cluster.shutdown()
+        if control is not None:
+            control.close()
     logs.event("stopped cleanly", batch_id=progress.batch_id, records=progress.records)
     return _stopped(cfg, progress, "clean stop")
 
@@ -246,6 +260,8 @@ class Parts:
     sink: CassandraSink | DatastoreSink
     dead_letters: DeadLetters
     prometheus: metrics.PrometheusObserver
+    control: Control | None = None
+    """A hot standby's control port, served from the driver's start (``_hot_control``)."""
 
     def executor(self, records: Records) -> SparkExecutor:
         return SparkExecutor(
@@ -401,17 +417,27 @@ def _standby(
             )
         finally:
             control.close()
-    predecessor = _promotion(parts, ready())
+    promoted = parts.control.promoted if parts.control is not None else None
+    predecessor = _promotion(parts, ready(promoted=promoted))
     if predecessor is None:
         return None
     return standby.HandoverGap(cfg.pipeline_id, cfg.epoch, predecessor)
 
 
+def _hot_control(cfg: DriverConfig) -> Control | None:
+    """A hot standby's control port, served at once; ``None`` for any other driver."""
+    if not (cfg.standby and cfg.hot):
+        return None
+    return Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()
+
+
 def _promotion(parts: Parts, warm: Callable[[], object]) -> standby.Predecessor | None:
-    """A hot standby, ready: serve the control port and wait for the operator's
-    promotion, warming up again meanwhile (``hot_standby``)."""
+    """A hot standby, ready: wait for the operator's promotion on its control port,
+    warming up again meanwhile (``hot_standby``); the port closes once it is over."""
     cfg = parts.cfg
-    control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()
+    control = parts.control or _hot_control(cfg)
+    if control is None:
+        raise ValueError("a hot standby has a control port")
     try:
         predecessor = hot_standby.wait_for_promotion(
             parts.store,

@@ -297,19 +297,20 @@ def get_ready(
     reject_budget: int = NoDeadLetters.payload_budget,
     lows: Callable[[], Mapping[TopicPartition, int]] = dict,
     stop: threading.Event | None = None,
+    promoted: threading.Event | None = None,
 ) -> Callable[[], int]:
     """Check, warm up (:data:`WARM_UP_RUNS` times), say ready (``sluice_standby_ready``
     1); returns the warm-up, which a hot standby runs again while it waits. ``lows``:
     each partition's oldest retained offset (the watermarks). A ``stop`` ends it
-    between two steps (``stopping.StopRequestedError``): the standby holds nothing yet."""
+    between two steps (``stopping.StopRequestedError``): the standby holds nothing yet.
+
+    A hot standby ``promoted`` while it gets ready (its driver lost before it was
+    ready) skips what is left of its check and warm-up and says ready at once: the
+    running spec's driver has already passed the check, and a warm-up takes 16-48 s
+    on two cores, longer than a cold driver takes to claim and run its first batch."""
     started = time.monotonic()
     stop = stop or threading.Event()
-    stopping.check(stop, "the transform check")
-    try:
-        check(empty_records(spark), function, options, sink)
-    except StandbyCheckError:
-        stopping.check(stop, "the transform check")  # cancelled by the stop, not failed
-        raise
+    promoted = promoted or threading.Event()
 
     def warm() -> int:
         positions = store.load().positions
@@ -318,13 +319,28 @@ def get_ready(
         )
 
     warmed = 0
+    if not promoted.is_set():
+        stopping.check(stop, "the transform check")
+        try:
+            check(empty_records(spark), function, options, sink)
+        except StandbyCheckError:
+            stopping.check(stop, "the transform check")  # cancelled by the stop, not failed
+            raise
     for _ in range(WARM_UP_RUNS):
         stopping.check(stop, "the standby's warm-up")
+        if promoted.is_set():
+            break
         warmed = warm()
     stopping.check(stop, "the standby's warm-up")
     metrics.STANDBY_READY.labels(pipeline).set(1)
     seconds = round(time.monotonic() - started, 3)
-    logs.event("standby ready", epoch=epoch, seconds=seconds, warm_up_records=warmed)
+    logs.event(
+        "standby ready",
+        epoch=epoch,
+        seconds=seconds,
+        warm_up_records=warmed,
+        cut_short_by_promotion=promoted.is_set(),
+    )
     return warm
 
 
