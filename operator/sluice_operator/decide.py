@@ -76,6 +76,7 @@ from sluice_operator.model import (
     Status,
     StopReason,
 )
+from sluice_operator.progress import DriverProgress
 from sluice_operator.settings import DEFAULTS, Settings
 
 EXIT_CLEAN, EXIT_CONFIG, EXIT_FENCED = ExitCode.CLEAN_STOP, ExitCode.INVALID_CONFIG, ExitCode.FENCED
@@ -124,7 +125,7 @@ def _decide(
             current is None
             or current.terminated
             or steps.node_lost(obs, spec, current)
-            or hot_standby.silent(obs, kept, current)
+            or hot_standby.silent(obs, spec, kept, current)
         )
     ):
         return handover.promote(obs, spec, current, kept, actions, settings)
@@ -304,7 +305,7 @@ def _running_steadily(
     """The driver runs the spec: a promoted standby that still waits is told again, a
     hot standby is started when wanted (after its back-off, if the last one failed)."""
     report = obs.progress
-    if report is not None and report.standby_ready and report.epoch == status.epoch and pod.ip:
+    if report is not None and report.epoch == status.epoch and pod.ip and _waits(report, pod):
         # Promoted (``handover.promote``), but the promotion did not reach it yet: again.
         actions.append(Promote(pod.name, pod.ip, status.epoch))
         return running.steady(obs, status, pod, actions, settings, handover.PROMOTE_RETRY_SECONDS)
@@ -315,8 +316,37 @@ def _running_steadily(
                 replace(obs, status=status), spec, pod, actions, settings, StandbyPurpose.FAILOVER
             )
         return running.steady(obs, status, pod, actions, settings, wait)
-    silence = hot_standby.look_again_in(obs, status.standby)  # it may be gone: look soon
+    if hot_standby.replacement_wanted(obs, spec, status, pod):
+        wait = hot_standby.retry_in(spec, status.standby, obs.now)
+        if wait <= 0:
+            said = (
+                f"node {pod.node} of {pod.name} is NotReady: its replacement starts now, "
+                f"promoted if the node is lost for {spec.failover.node_lost_seconds}s"
+            )
+            started = handover.start_standby(
+                replace(obs, status=status),
+                spec,
+                pod,
+                actions,
+                settings,
+                StandbyPurpose.FAILOVER,
+                said=said,
+            )
+            due = steps.until_node_lost(obs, pod)  # the next look when failover is due
+            soonest = min(x for x in (started.requeue_after, due) if x is not None)
+            return replace(started, requeue_after=soonest)
+        return running.steady(obs, status, pod, actions, settings, wait)
+    silence = hot_standby.look_again_in(obs, spec, status.standby)  # it may be gone: look soon
     return running.steady(obs, status, pod, actions, settings, silence)
+
+
+def _waits(report: DriverProgress, pod: PodView) -> bool:
+    """The current driver, promoted from standby, has not taken its promotion: it says
+    it is a ready standby, or it is a standby's pod (a control port) that reports its
+    epoch and has not claimed. A promotion sent before its control port listened (a
+    replacement promoted while its process started) was lost: at load 20 one waited
+    for its whole warm-up, 98.9 s, before a ready standby's promotion was sent again."""
+    return report.standby_ready or (pod.control and not report.claimed)
 
 
 def _invalid(obs: Observed) -> Decision:

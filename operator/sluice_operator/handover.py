@@ -149,10 +149,13 @@ def start_standby(
     actions: list[Action],
     settings: Settings,
     purpose: StandbyPurpose = StandbyPurpose.UPGRADE,
+    *,
+    said: str | None = None,
 ) -> Decision:
     """Write the standby's epoch ahead, then create its pod; the running driver goes
     on. A spec whose upgrade standby failed is not tried again (the failure stays
-    reported); a hot standby is (``hot_standby.retry_in``)."""
+    reported); a hot standby is (``hot_standby.retry_in``). ``said``: why, for the
+    Event (a replacement of a driver on a NotReady node)."""
     status, digest = obs.status, changes.spec_hash(spec)
     previous = status.standby
     failed = previous is not None and previous.state is StandbyState.FAILED
@@ -187,7 +190,9 @@ def start_standby(
         status = replace(status, conditions=conditions, message="")
     owner = launch.owner_of(obs, settings)
     said = (
-        f"hot standby {standby.pod} (epoch {epoch}) starts beside {pod.name}"
+        f"{said}: {standby.pod} (epoch {epoch})"
+        if said
+        else f"hot standby {standby.pod} (epoch {epoch}) starts beside {pod.name}"
         if hot
         else f"spec changed: {standby.pod} (epoch {epoch}, {spec.image}) starts in standby; "
         f"{pod.name} runs until it is ready"

@@ -383,7 +383,14 @@ def pod_view(pod: Any) -> PodView:
         created_at=meta.creation_timestamp,
         waiting=waiting,
         waiting_message=waiting_message,
+        control=_serves_control(pod),
     )
+
+
+def _serves_control(pod: Any) -> bool:
+    """Whether a container of ``pod`` names the standby's control port."""
+    containers = (pod.spec.containers if pod.spec else None) or []
+    return any(port.name == "control" for c in containers for port in (c.ports or []))
 
 
 def _waiting(status: Any, container: Any) -> tuple[str, str]:

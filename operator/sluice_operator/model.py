@@ -63,6 +63,9 @@ class PodView:
     """Why a pod that does not run waits, as the kubelet or scheduler says it
     (``ImagePullBackOff``, ``CreateContainerConfigError``, ``Unschedulable``)."""
     waiting_message: str = ""
+    control: bool = False
+    """Started as a standby: its container serves a control port (``builders``), where
+    a promotion reaches it."""
 
     @property
     def terminated(self) -> bool:

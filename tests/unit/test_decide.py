@@ -21,6 +21,7 @@ from sluice_operator.model import (
     Phase,
     PodPhase,
     PodView,
+    StandbyPurpose,
     Status,
     StopReason,
 )
@@ -158,9 +159,17 @@ def test_lost_node_starts_a_new_driver_before_removing_the_old_pod() -> None:
 
 
 def test_node_not_ready_for_less_than_node_lost_seconds_is_waited_out() -> None:
+    """The driver stays the pipeline's (no new epoch takes over, nothing stops it);
+    the only pod made is its replacement, a hot standby to promote if the node is
+    lost (``hot_standby.replacement_wanted``)."""
     status, pod = running(node="n1")
     flaky = {"n1": NodeView("n1", False, NOW - timedelta(seconds=10))}
-    assert "CreatePod" not in kinds(decide(observed(status, (pod,), nodes=flaky)))
+    decision = decide(observed(status, (pod,), nodes=flaky))
+    after = written(decision)
+    assert (after.epoch, after.driver_pod) == (status.epoch, status.driver_pod)
+    assert not [a for a in decision.actions if isinstance(a, (StopPod, RemovePod))]
+    assert after.standby is not None
+    assert after.standby.purpose is StandbyPurpose.FAILOVER
 
 
 def test_spec_change_stops_cleanly_then_starts_the_new_spec() -> None:
@@ -412,7 +421,9 @@ def test_a_not_ready_node_brings_the_next_look_to_when_failover_is_due() -> None
     nodes = {"n1": NodeView("n1", False, since), "n2": NodeView("n2", True)}
     decision = decide(observed(status, (pod,), nodes=nodes))
     assert decision.requeue_after == pytest.approx(1.5)
-    assert not [a for a in decision.actions if isinstance(a, (CreatePod, RemovePod))]
+    assert not [a for a in decision.actions if isinstance(a, RemovePod)]
+    (replacement,) = [a for a in decision.actions if isinstance(a, CreatePod)]
+    assert replacement.manifest["metadata"]["name"] == "kpis-driver-5", "a replacement, ahead"
     due = decide(observed(status, (pod,), nodes=nodes, now=NOW + timedelta(seconds=1.5)))
     assert "CreatePod" in kinds(due)  # failover at the requeue it asked for
 

@@ -41,6 +41,9 @@ pytestmark = pytest.mark.unit
 
 HOT = spec(standby=1)
 HASH = changes.spec_hash(HOT)
+HOT_0 = spec(standby=0)
+"""No standby asked for: a replacement starts only for a driver on a NotReady node."""
+HASH_0 = changes.spec_hash(HOT_0)
 
 
 def driver(epoch: int = 4, **fields: Any) -> PodView:
@@ -58,22 +61,24 @@ def spare(epoch: int = 5, age: float = 30, **fields: Any) -> PodView:
     return standby_pod(epoch, age, **fields)
 
 
-def status(standby: Standby | None = None, epoch: int = 4) -> Status:
+def status(standby: Standby | None = None, epoch: int = 4, spec_hash: str = HASH) -> Status:
     return Status(
         phase=Phase.RUNNING,
         epoch=epoch,
         driver_pod=naming.driver_pod("kpis", epoch),
         image="sluice-job:v1",
-        spec_hash=HASH,
+        spec_hash=spec_hash,
         observed_generation=1,
         standby=standby,
     )
 
 
-def hot(state: StandbyState = StandbyState.READY, epoch: int = 5, **fields: Any) -> Standby:
+def hot(
+    state: StandbyState = StandbyState.READY, epoch: int = 5, spec_hash: str = HASH, **fields: Any
+) -> Standby:
     values: dict[str, Any] = {"purpose": StandbyPurpose.FAILOVER, **fields}
     pod = naming.driver_pod("kpis", epoch)
-    return Standby(pod, epoch, HASH, "sluice-job:v1", state, **values)
+    return Standby(pod, epoch, spec_hash, "sluice-job:v1", state, **values)
 
 
 def looping(epoch: int = 4) -> DriverProgress:
@@ -445,3 +450,86 @@ def test_a_hot_standby_on_a_lost_node_fails_and_the_driver_goes_on() -> None:
     assert record.state is StandbyState.FAILED
     assert "lost" in record.message
     assert written(decision).driver_pod == driver().name
+
+
+NOT_READY = {"n1": NodeView("n1", False, NOW - timedelta(seconds=2)), "n2": NodeView("n2", True)}
+
+
+def test_without_a_standby_a_driver_on_a_not_ready_node_gets_its_replacement_ahead() -> None:
+    """Issue 43, item 6: without a standby a crashed node's driver was replaced 27.0 s
+    after the crash in the soak (target: node grace 10 s + nodeLostSeconds 5 s + 10 s):
+    nothing started before the node counted as lost, then a cold start. Now its
+    replacement starts at the NotReady, as a hot standby of the running spec; the
+    driver stays the pipeline's. On the old code nothing was created."""
+    decision = decide(observed(status(spec_hash=HASH_0), (driver(),), spec=HOT_0, nodes=NOT_READY))
+    after = written(decision)
+    record = after.standby
+    assert record is not None
+    assert (record.epoch, record.purpose, record.state) == (
+        5,
+        StandbyPurpose.FAILOVER,
+        StandbyState.STARTING,
+    )
+    assert after.driver_pod == driver().name, "the driver stays the pipeline's"
+    (create,) = actions_of(decision, CreatePod)
+    values = {e["name"]: e.get("value") for e in create.manifest["spec"]["containers"][0]["env"]}
+    assert values[env.STANDBY] == env.STANDBY_HOT
+    assert not actions_of(decision, RemovePod)
+    (told,) = [e for e in actions_of(decision, Emit) if e.reason == "StandbyCreated"]
+    assert "node n1" in told.message
+    assert "NotReady" in told.message
+
+
+def test_the_replacement_is_promoted_once_the_node_is_lost() -> None:
+    lost = {
+        "n1": NodeView("n1", False, NOW - timedelta(seconds=HOT_0.failover.node_lost_seconds + 1)),
+        "n2": NodeView("n2", True),
+    }
+    warming = status(hot(StandbyState.STARTING, spec_hash=HASH_0), spec_hash=HASH_0)
+    decision = decide(observed(warming, (driver(), spare()), spec=HOT_0, nodes=lost))
+    assert actions_of(decision, Promote) == [Promote(spare().name, "10.0.0.5", 5)]
+    assert RemovePod(driver().name) in decision.actions
+    assert not actions_of(decision, CreatePod), "no cold start"
+
+
+def test_the_replacement_is_removed_once_the_node_is_ready_again() -> None:
+    ready = {"n1": NodeView("n1", True), "n2": NodeView("n2", True)}
+    waiting_one = status(hot(StandbyState.READY, spec_hash=HASH_0), spec_hash=HASH_0)
+    decision = decide(observed(waiting_one, (driver(), spare()), spec=HOT_0, nodes=ready))
+    record = written(decision).standby
+    assert record is not None
+    assert record.state is StandbyState.CANCELLED
+    assert RemovePod(spare().name) in decision.actions
+    assert not actions_of(decision, Promote)
+
+
+def test_a_replacement_is_not_promoted_over_a_silent_driver_before_the_node_is_lost() -> None:
+    """Without a standby asked for, ``failover.nodeLostSeconds`` is the user's word on
+    how long a node may be away before its driver is replaced."""
+    ready_one = status(hot(StandbyState.READY, spec_hash=HASH_0), spec_hash=HASH_0)
+    obs = observed(
+        ready_one,
+        (driver(), spare()),
+        spec=HOT_0,
+        nodes=NOT_READY,
+        standby_progress=waiting(),
+        driver_silent_seconds=hot_standby.SILENT_SECONDS + 5,
+    )
+    assert not actions_of(decide(obs), Promote)
+
+
+def test_a_promoted_standby_whose_control_port_was_not_up_yet_is_told_again() -> None:
+    """A replacement promoted 4 s after its pod started, at load 20, got its control
+    port 10 s after the promotion was sent: the promotion was lost, and it was sent
+    again only once the standby said ready, after its whole warm-up (98.9 s), while
+    the partitioned driver it replaced went on. A standby's pod (a control port) that
+    reports its epoch without having claimed is told again each second."""
+    promoted = status(epoch=5)
+    starting = DriverProgress(5, None, None, None, commits=0)  # its epoch, no claim yet
+    pod = spare(control=True)
+    decision = decide(observed(promoted, (pod,), spec=HOT, progress=starting))
+    assert actions_of(decision, Promote) == [Promote(pod.name, "10.0.0.5", 5)]
+    assert decision.requeue_after is not None
+    assert decision.requeue_after <= 1.0
+    cold = decide(observed(promoted, (spare(),), spec=HOT, progress=starting))
+    assert not actions_of(cold, Promote), "a driver started as no standby has no control port"

@@ -122,3 +122,17 @@ def test_a_ring_or_a_stop_cuts_a_pause_short() -> None:
     assert rung is True
     assert timed_out is False
     assert stopped_after < 30.0
+
+
+def test_a_standby_pod_is_seen_by_its_control_port() -> None:
+    """What tells the operator that the current driver began as a standby, to which a
+    lost promotion is sent again: the control port the operator gave its container."""
+    standby = pod_body(5)
+    standby["spec"]["containers"][0]["ports"] = [
+        {"name": "metrics", "containerPort": 8090},
+        {"name": "control", "containerPort": 8091},
+    ]
+    (view,) = watched.pod_entry(standby).values()  # type: ignore[union-attr]
+    assert view.control
+    (plain,) = watched.pod_entry(pod_body(4)).values()  # type: ignore[union-attr]
+    assert not plain.control
