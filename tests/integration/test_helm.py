@@ -352,6 +352,13 @@ def test_install_reconcile_upgrade_uninstall(
     )
     assert pipeline.status()["epoch"] == 1, "an operator upgrade must not restart drivers"
     assert [p.metadata.name for p in pipeline.live_pods()] == [naming.driver_pod("kpis", 1)]
+    # The new operator starts the next driver of a pipeline it did not start: the
+    # driver's ServiceAccount and Service exist, and the operator reads them to see
+    # that they are the pipeline's. The chart granted only `create` on them, so every
+    # new driver after an operator restart was refused (403, each reconcile).
+    core.delete_namespaced_pod(naming.driver_pod("kpis", 1), watched, grace_period_seconds=0)
+    replaced = pipeline.wait_phase("Running", epoch=2, timeout=120)
+    assert replaced["driverPod"] == naming.driver_pod("kpis", 2)
     history = helm("history", release, "-n", namespace, "-o", "json")
     assert [h["status"] for h in json.loads(history)] == ["superseded", "deployed"]
 

@@ -248,11 +248,14 @@ OPERATOR_CALLS = {
     ("", "pods", "create"),
     ("", "pods", "delete"),
     ("", "services", "create"),
+    ("", "services", "get"),  # one that exists: is it this pipeline's? (kube.ensure)
     ("", "serviceaccounts", "create"),
+    ("", "serviceaccounts", "get"),
     ("", "secrets", "get"),  # labels only (consent.py), asked as PartialObjectMetadata
     ("", "secrets", "create"),  # Spark's RPC secret of a pipeline with executors
     ("", "configmaps", "get"),  # envFrom's key names (envfrom.py)
     ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    ("rbac.authorization.k8s.io", "rolebindings", "get"),
     ("", "events", "create"),
 }
 # What Spark's Kubernetes backend does from a driver that runs executor pods.
