@@ -50,6 +50,15 @@ def contact_points(points: Sequence[str]) -> list[tuple[str, int]]:
     return result
 
 
+def reconnection() -> ExponentialReconnectionPolicy:
+    """How a session reconnects to a node it lost: after 0.5 s, doubling to every 2 s,
+    for as long as it takes. The driver's default gives up after 64 attempts (its own
+    comment calls that legacy), about 2 minutes at this pace: a driver that waited out
+    a longer Cassandra outage then failed every attempt with "no host tried" until its
+    pod was deleted, though Cassandra was back."""
+    return ExponentialReconnectionPolicy(0.5, 2.0, max_attempts=None)
+
+
 def connect(
     points: Sequence[str],
     credentials: Credentials | None,
@@ -70,7 +79,7 @@ def connect(
     cluster = Cluster(
         contact_points=contact_points(points),
         protocol_version=ProtocolVersion.V5,
-        reconnection_policy=ExponentialReconnectionPolicy(0.5, 2.0),
+        reconnection_policy=reconnection(),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         auth_provider=auth,
         connect_timeout=timeout,
