@@ -22,6 +22,8 @@ sluice-dev operator start|stop [--namespace NS]   an operator serving one namesp
 sluice-dev pipeline apply FILE [--namespace NS] [--cql FILE]   a manifest run on the stack
 sluice-dev demo                      the KPI pipeline through a node failure and an upgrade
 sluice-dev soak [--events N] [--faults N] [--rate R] [--seed S]   the chaos soak (make soak)
+sluice-dev dashboard [--summary] [--png FILE] [--pipeline RE] [--all]   the chart's
+                                     dashboard's key panels from the stack's Prometheus
 """
 
 from __future__ import annotations
@@ -270,7 +272,42 @@ def _parser() -> argparse.ArgumentParser:
         "for one soak of each, one after the other, and both modes compared per fault kind",
     )
     cmd.set_defaults(run=_soak)
+
+    cmd = sub.add_parser(
+        "dashboard",
+        help="the chart's dashboard without Grafana: its queries asked of the stack's "
+        "Prometheus (sluice-dev up monitoring), the key panels as text and/or a PNG",
+    )
+    cmd.add_argument(
+        "--summary", action="store_true", help="print the panels as text (the default)"
+    )
+    cmd.add_argument("--png", type=Path, metavar="FILE", help="also write the panels as a PNG")
+    cmd.add_argument(
+        "--pipeline", default=".*", metavar="REGEX", help="$pipeline: namespace/name (regex)"
+    )
+    cmd.add_argument("--minutes", type=float, default=15.0, help="the window (default 15)")
+    cmd.add_argument("--step", type=float, default=15.0, help="seconds between points")
+    cmd.add_argument(
+        "--all", action="store_true", help="every panel, not only throughput, lag, latency, commits"
+    )
+    cmd.set_defaults(run=_dashboard)
     return parser
+
+
+def _dashboard(layout: Layout, args: argparse.Namespace) -> int:
+    from sluice_dev.dashboard import fetch, plot, queries, summary
+    from sluice_dev.servers import prometheus
+
+    del layout
+    wanted = [q for q in queries.queries(queries.load()) if args.all or q.key]
+    answers = fetch.ask(
+        prometheus.URL, wanted, pipeline=args.pipeline, minutes=args.minutes, step=args.step
+    )
+    if args.summary or not args.png:
+        print(summary.render(answers))
+    if args.png:
+        print(f"wrote {plot.write_png(answers, args.png, f'Sluice: {args.pipeline}')}")
+    return 1 if summary.missing(answers) else 0
 
 
 def _provision(layout: Layout, args: argparse.Namespace) -> int:

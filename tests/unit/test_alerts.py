@@ -35,6 +35,7 @@ EXPECTED = {
     "SluiceOperatorDown",
     "SluiceDependencyUnavailable",
     "SluicePubSubMessagesAging",
+    "SluiceDriverDown",
 }
 
 

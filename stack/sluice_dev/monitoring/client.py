@@ -73,3 +73,13 @@ def alerts(alertmanager_url: str) -> list[dict[str, Any]]:
     """Alertmanager's alerts (``/api/v2/alerts``): ``labels``, ``status``, ``startsAt``."""
     found: list[dict[str, Any]] = get(alertmanager_url, "/api/v2/alerts")
     return found
+
+
+def query_range(
+    url: str, promql: str, start: float, end: float, step: float
+) -> list[dict[str, Any]]:
+    """A range query's result (a matrix: ``metric`` labels and ``values``, each
+    ``[unix time, "value"]``), as a dashboard panel asks for it."""
+    params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+    result: list[dict[str, Any]] = get(url, "/api/v1/query_range", params)["result"]
+    return result

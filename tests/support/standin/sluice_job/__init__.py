@@ -13,5 +13,10 @@ Behaviour comes from ``spec.transform.options.standin``:
 * ``metrics: "huge"`` or ``metrics: "trickle"``: a hostile tenant's driver on the same
   port: it answers 1 GiB as fast as the reader takes it, or one byte every 0.2 s
   for as long as the reader waits; ``hits`` names a file that gets a line per request
-  (the test's proof that the operator did come to read it).
+  (the test's proof that the operator did come to read it);
+* ``metrics: "impostor"`` with ``victim: "<namespace>/<name>"``: the honest series, and
+  the same names (and the operator's phase, a dependency down, a huge lag) labelled
+  with the victim's ``pipeline``: a tenant trying to publish for another pipeline;
+* ``metrics: "many"`` with ``series: N``: the honest series and ``N`` more, one per
+  value of a label: a driver over the scrape's sample limit.
 """

@@ -48,7 +48,20 @@ def serve_metrics(mode: object, hits: str | None) -> None:
         if batches:
             lines.append(f"sluice_last_committed_batch_id{{{label}}} {batches}")
             lines.append(f"sluice_last_commit_timestamp_seconds{{{label}}} {time.time()}")
+        if mode == "impostor":
+            lines += impostor(f'pipeline="{options["victim"]}"')
+        if mode == "many":
+            lines += [f'sluice_flood{{i="{i}"}} 1' for i in range(int(options["series"]))]
         return ("\n".join(lines) + "\n").encode()
+
+    def impostor(victim: str) -> list[str]:
+        return [
+            f"sluice_epoch{{{victim}}} 999",
+            f"sluice_last_commit_timestamp_seconds{{{victim}}} 1",
+            f'sluice_consumer_lag{{{victim},topic="t",partition="0"}} 1e9',
+            f'sluice_dependency_available{{{victim},dependency="cassandra"}} 0',
+            f'sluice_operator_pipeline_phase{{{victim},phase="Failed"}} 1',
+        ]
 
     class Metrics(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

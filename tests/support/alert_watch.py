@@ -1,0 +1,90 @@
+"""Watching the stack's alerts as they happen: a thread reads Prometheus's alerts
+(pending and firing) and Alertmanager's active alerts every second into a
+:class:`~tests.support.alert_timeline.Timeline`, so a test can wait for an alert to
+reach Alertmanager, or to leave it, and read afterwards when each did.
+
+Alertmanager's ``/api/v2/alerts`` is what an on-call engineer's tools read; the
+pending state exists only in Prometheus (``/api/v1/alerts``), which is how a test
+proves that an alert did not even start to fire (no false positives)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice_dev.monitoring import client
+from tests.support.alert_timeline import Episode, Timeline
+from tests.support.waiting import wait_for
+
+POLL_SECONDS = 1.0
+
+
+@dataclass
+class AlertWatch:
+    prometheus_url: str
+    alertmanager_url: str
+    timeline: Timeline = field(default_factory=Timeline)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def poll_once(self) -> None:
+        now = time.time()
+        prometheus = _read(lambda: client.get(self.prometheus_url, "/api/v1/alerts")["alerts"])
+        manager = _read(lambda: client.alerts(self.alertmanager_url))
+        with self._lock:
+            self.timeline.observe(now, prometheus, manager)
+
+    def run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self.poll_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def episodes(self) -> list[Episode]:
+        with self._lock:
+            return list(self.timeline.episodes)
+
+    def firing(self, alertname: str, pipeline: str, *, after: float, timeout: float) -> Episode:
+        """Until the alert (of ``pipeline``; ``""`` for one without) is in
+        Alertmanager, in an episode that reached it at or after ``after``."""
+
+        def found() -> Episode | None:
+            with self._lock:
+                return self.timeline.first_firing(alertname, pipeline, after)
+
+        return wait_for(
+            found, timeout=timeout, interval=POLL_SECONDS, what=f"{alertname} of {pipeline!r}"
+        )
+
+    def resolved(self, episode: Episode, *, timeout: float) -> Episode:
+        """Until ``episode`` has left Alertmanager's active alerts."""
+        return wait_for(
+            lambda: episode if episode.resolved_at is not None else None,
+            timeout=timeout,
+            interval=POLL_SECONDS,
+            what=f"{episode.key[0]} of {episode.key[1]!r} resolved",
+        )
+
+
+def _read(call: Any) -> list[Any] | None:
+    try:
+        return list(call())
+    except client.ApiError:
+        return None  # a server restarting: this instant is not seen
+
+
+@contextmanager
+def watching(prometheus_url: str, alertmanager_url: str) -> Iterator[AlertWatch]:
+    watch = AlertWatch(prometheus_url, alertmanager_url)
+    thread = threading.Thread(target=watch.run, name="alert-watch", daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        watch.stop()
+        thread.join(10)
