@@ -17,8 +17,9 @@ that moment; the operator's restart count is their durable counterpart.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
@@ -263,9 +264,14 @@ class PrometheusObserver:
 
 @dataclass(frozen=True)
 class PubSubMetrics:
-    """The Pub/Sub loop's observer (``pubsub.runner.PubSubObserver``)."""
+    """The Pub/Sub loop's observer (``pubsub.runner.PubSubObserver``).
+
+    The oldest held message's age is computed at each scrape from its publish time,
+    so it grows while a batch waits for a dependency (``SluicePubSubMessagesAging``),
+    rather than keeping the age it had when the loop last reported."""
 
     pipeline: str
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     def started(self) -> None:
         for counter in (PUBSUB_PULLED, PUBSUB_ACKED, PUBSUB_ACK_FAILURES, PUBSUB_REDELIVERED):
@@ -284,6 +290,13 @@ class PubSubMetrics:
         PUBSUB_ACKED.labels(self.pipeline).inc(count)
         PUBSUB_ACK_FAILURES.labels(self.pipeline).inc(failed)
 
-    def held(self, count: int, oldest_age_seconds: float | None) -> None:
+    def held(self, count: int, oldest_published: datetime | None) -> None:
         PUBSUB_HELD.labels(self.pipeline).set(count)
-        PUBSUB_OLDEST_AGE.labels(self.pipeline).set(oldest_age_seconds or 0.0)
+        clock = self.clock
+
+        def age() -> float:
+            if oldest_published is None:
+                return 0.0
+            return max(0.0, (clock() - oldest_published).total_seconds())
+
+        PUBSUB_OLDEST_AGE.labels(self.pipeline).set_function(age)

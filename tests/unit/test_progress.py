@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import generate_latest
@@ -47,14 +47,42 @@ def test_a_pubsub_driver_reports_the_messages_it_holds_and_the_oldest_ones_age()
 
     pipeline = f"ns-{uuid.uuid4().hex[:6]}/ps"
     PrometheusObserver(pipeline).started("sluice-job:v1", epoch=2)
-    pubsub = PubSubMetrics(pipeline)
+    now = [datetime(2026, 12, 1, 12, 0, 42, 700_000, tzinfo=UTC)]
+    pubsub = PubSubMetrics(pipeline, clock=lambda: now[0])
     pubsub.started()
-    pubsub.held(1_250, 42.7)
+    pubsub.held(1_250, datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC))
 
     report = parse(generate_latest().decode(), pipeline)
 
     assert report is not None
     assert (report.lag, report.oldest_age) == (1_250, 42)
+
+
+def test_the_oldest_messages_age_grows_while_its_batch_waits() -> None:
+    """SluicePubSubMessagesAging: a batch stuck on a dependency reports nothing new,
+    and its messages' age must still grow in each scrape (it stayed at the age it had
+    when the batch was taken, so the alert could never fire on a stuck batch)."""
+    from sluice_job.metrics import PubSubMetrics
+
+    pipeline = f"ns-{uuid.uuid4().hex[:6]}/ps"
+    PrometheusObserver(pipeline).started("sluice-job:v1", epoch=2)
+    published = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+    now = [published + timedelta(seconds=5)]
+    pubsub = PubSubMetrics(pipeline, clock=lambda: now[0])
+    pubsub.started()
+    pubsub.held(400, published)
+    first = parse(generate_latest().decode(), pipeline)
+
+    now[0] = published + timedelta(minutes=11)
+    later = parse(generate_latest().decode(), pipeline)
+
+    assert first is not None
+    assert later is not None
+    assert (first.oldest_age, later.oldest_age) == (5, 660)
+    pubsub.held(0, None)
+    emptied = parse(generate_latest().decode(), pipeline)
+    assert emptied is not None
+    assert emptied.oldest_age == 0
 
 
 def test_before_its_first_commit_a_driver_reports_its_epoch_only() -> None:

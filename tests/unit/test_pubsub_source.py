@@ -21,7 +21,7 @@ from sluice_job.ports import PhaseTimes
 from sluice_job.pubsub.client import PubSubUnavailableError
 from sluice_job.pubsub.deadletter import attributes
 from sluice_job.pubsub.leases import Leases
-from sluice_job.pubsub.messages import Message, oldest_age, sort_deliveries, take
+from sluice_job.pubsub.messages import Message, oldest_published, sort_deliveries, take
 from sluice_job.pubsub.records import ATTRIBUTES_BUDGET, letter_headers
 from sluice_job.pubsub.runner import PubSubRunner
 
@@ -61,9 +61,9 @@ def test_repeats_are_deliveries_of_committed_held_or_already_seen_messages() -> 
     assert [m.ack_id for m in result.repeats] == ["a1-again", "a3", "a4"]
 
 
-def test_the_oldest_age_is_from_the_oldest_publish_time() -> None:
-    assert oldest_age([msg(5), msg(2)], T0 + timedelta(seconds=10)) == 8.0
-    assert oldest_age([], T0) is None
+def test_the_oldest_held_message_is_the_one_published_first() -> None:
+    assert oldest_published([msg(5), msg(2)]) == T0 + timedelta(seconds=2)
+    assert oldest_published([]) is None
 
 
 # -- dead letters ---------------------------------------------------------------------

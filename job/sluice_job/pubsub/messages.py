@@ -93,7 +93,7 @@ def sort_deliveries(
     return Sorted(tuple(new), tuple(repeats))
 
 
-def oldest_age(messages: Iterable[Message], now: datetime) -> float | None:
-    """Seconds since the oldest of ``messages`` was published; ``None`` for none."""
+def oldest_published(messages: Iterable[Message]) -> datetime | None:
+    """When the oldest of ``messages`` was published; ``None`` for none."""
     times = [m.publish_time for m in messages if m.publish_time is not None]
-    return max(0.0, (now - min(times)).total_seconds()) if times else None
+    return min(times) if times else None

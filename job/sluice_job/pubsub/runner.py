@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
@@ -39,7 +39,7 @@ from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Executor, NoObserver, Observer, Store
 from sluice_job.pubsub.leases import Leases
-from sluice_job.pubsub.messages import Message, oldest_age, sort_deliveries, take
+from sluice_job.pubsub.messages import Message, oldest_published, sort_deliveries, take
 from sluice_job.runner import IDLE_FIRST, Progress, idle_after
 
 T = TypeVar("T")
@@ -74,7 +74,9 @@ class PubSubObserver(Protocol):
     def pulled(self, count: int) -> None: ...
     def repeats(self, redelivered: int, deduplicated: int) -> None: ...
     def acked(self, count: int, *, failed: int = 0) -> None: ...
-    def held(self, count: int, oldest_age_seconds: float | None) -> None: ...
+    def held(self, count: int, oldest_published: datetime | None) -> None:
+        """``count`` messages held unacknowledged, the oldest published then: its age
+        is read when it is reported, so it grows while a batch waits."""
 
 
 class NoPubSubObserver:
@@ -87,7 +89,7 @@ class NoPubSubObserver:
     def acked(self, count: int, *, failed: int = 0) -> None:
         pass
 
-    def held(self, count: int, oldest_age_seconds: float | None) -> None:
+    def held(self, count: int, oldest_published: datetime | None) -> None:
         pass
 
 
@@ -342,7 +344,7 @@ class PubSubRunner:
 
     def _report_held(self, in_flight: Sequence[Message] = ()) -> None:
         held = [*in_flight, *self._waiting, *self._repeats]
-        self.pubsub_observer.held(len(held), oldest_age(held, datetime.now(UTC)))
+        self.pubsub_observer.held(len(held), oldest_published(held))
 
     def _retrying(self, step: str, call: Callable[[], T]) -> T:
         return outages.through_outages(step, call, self.observer, pause=self.pause, stop=self.stop)
