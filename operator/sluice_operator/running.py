@@ -1,5 +1,5 @@
 """The status of a driver that runs the spec: what it reports followed (``reports``,
-``starting``), its failures in a row forgiven once it has run long enough, and when to
+``starting``), its failures in a row forgiven once it has proven itself, and when to
 look again. Pure; ``decide`` and ``handover`` end each rule about a driver that runs
 on here.
 """
@@ -25,8 +25,9 @@ def steady(
     requeue_at_most: float | None = None,
 ) -> Decision:
     """The driver runs the spec (or its pod is pending): its phase, its reports folded
-    in, its failures in a row forgotten once it has run ``stable_seconds``, and the
-    next look, no later than ``requeue_at_most`` nor than its node's failover."""
+    in, its failures in a row forgotten once it has proven itself (:func:`proven`),
+    and the next look, no later than ``requeue_at_most`` nor than its node's
+    failover."""
     running = pod.phase.value == "Running"
     phase = steps.after(obs, Seen.DRIVER_RUNNING if running else Seen.DRIVER_PENDING)
     status = replace(status, phase=phase, observed_generation=obs.generation)
@@ -47,10 +48,7 @@ def steady(
     actions += told
     status, told = reports.with_offset_reset(status, pod, obs)
     actions += told
-    stable = pod.running_since is not None and (
-        (obs.now - pod.running_since).total_seconds() >= settings.stable_seconds
-    )
-    if stable and status.failures:
+    if status.failures and proven(obs, pod, settings):
         status = replace(status, failures=0, message="")
     if running and status.phase is not obs.status.phase:
         actions.append(Emit("Normal", "Running", f"{pod.name} (epoch {pod.epoch}) is running"))
@@ -62,3 +60,21 @@ def steady(
     if requeue_at_most is not None:
         requeue = min(requeue, requeue_at_most)
     return Decision((*actions, *steps.write(obs, status)), requeue)
+
+
+def proven(obs: Observed, pod: PodView, settings: Settings) -> bool:
+    """Whether a running driver puts its pipeline's failures in a row behind it: it
+    has run ``stable_seconds`` and, where it reports (its epoch's metrics read), it
+    has committed a batch of its own or has nothing to read (lag 0). Time alone is
+    not enough: a transform that raises on its first batch, after a Spark start
+    longer than ``stable_seconds`` on a loaded node, would otherwise reset the count
+    at each attempt and loop for ever without the pipeline ever becoming ``Failed``.
+    A driver whose metrics cannot be read is judged by its time alone."""
+    if pod.running_since is None:
+        return False
+    if (obs.now - pod.running_since).total_seconds() < settings.stable_seconds:
+        return False
+    report = obs.progress
+    if report is None or report.epoch != pod.epoch:
+        return True
+    return bool(report.commits) or report.lag == 0

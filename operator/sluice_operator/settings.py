@@ -19,7 +19,8 @@ class Settings:
     requeue_seconds: float = 2.0
     """How soon to look again while something is in motion (a pod starts or stops)."""
     stable_seconds: float = 60.0
-    """A driver running this long resets the count of failures in a row."""
+    """A driver running this long, and committing (or with nothing to read), resets
+    the count of failures in a row (``running.proven``)."""
     progress_seconds: float = 5.0
     """``status.lastCommit`` follows a running driver's commits at most this often
     (one status write per pipeline per interval, not one per batch); it is also how

@@ -506,6 +506,26 @@ def test_a_pod_still_pending_at_the_start_deadline_is_a_failure() -> None:
     assert written(before).failures == 0
 
 
+@pytest.mark.parametrize(
+    ("commits", "lag", "forgiven"),
+    [(0, 500, False), (None, None, False), (3, 500, True), (0, 0, True)],
+)
+def test_failures_in_a_row_are_forgiven_once_the_driver_commits_or_has_nothing_to_read(
+    commits: int | None, lag: int | None, forgiven: bool
+) -> None:
+    """A driver Running longer than ``stable_seconds`` that has neither committed nor
+    caught up (a transform raising on its first batch after a slow Spark start) keeps
+    the count: on the old code it was reset, and a pipeline whose driver failed a
+    minute after its start looped for ever without becoming Failed."""
+    status, pod = running()
+    pod = replace(pod, running_since=NOW - timedelta(seconds=DEFAULTS.stable_seconds + 1))
+    report = DriverProgress(pod.epoch, None, None, lag, commits=commits, claimed=True)
+    after = written(decide(observed(replace(status, failures=3), (pod,), progress=report)))
+    assert (after.failures == 0) is forgiven
+    unread = written(decide(observed(replace(status, failures=3), (pod,))))
+    assert unread.failures == 0, "a driver whose metrics are not read: by its time"
+
+
 def test_pods_that_never_start_end_failed_after_max_failures() -> None:
     deadline = spec().restart.start_deadline_seconds
     status, pod = pending("Unschedulable", "no node", age=deadline + 1)
