@@ -37,7 +37,7 @@ from sluice_operator import (
     scrapes,
     unknown_fields,
 )
-from sluice_operator.actions import CreatePod, Decision, Emit, Promote, WriteStatus
+from sluice_operator.actions import Action, CreatePod, Decision, Emit, Promote, WriteStatus
 from sluice_operator.changes import Change
 from sluice_operator.consent import Label
 from sluice_operator.decide import decide
@@ -102,15 +102,27 @@ def reconcile(
             recheck_seconds=settings.consent_recheck_seconds,
         )
         decision = decide(observed, settings)
-        decision = _apply(kube, observed, decision)
+        applied: list[Action] = []
+        try:
+            decision = _apply(kube, observed, decision, applied)
+        except BaseException:
+            # The metrics say what was done before the failure: a status written,
+            # then a call that failed, must not leave the phase gauge at the phase
+            # before it (an alert on a phase the pipeline has left).
+            metrics.record(observed, Decision(tuple(applied)))
+            raise
         metrics.record(observed, decision)
         return decision
 
 
-def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
-    """Carry out the decision's actions in order. A driver pod the API server refuses
-    (4xx) ends it: the refusal is recorded as a failure (``after_rejection``) instead
-    of raising, which would start the next epoch at the next reconcile, and so on."""
+def _apply(
+    kube: Kube, observed: Observed, decision: Decision, applied: list[Action] | None = None
+) -> Decision:
+    """Carry out the decision's actions in order, each one done appended to
+    ``applied``. A driver pod the API server refuses (4xx) ends it: the refusal is
+    recorded as a failure (``after_rejection``) instead of raising, which would start
+    the next epoch at the next reconcile, and so on."""
+    done = applied if applied is not None else []
     written = observed.status
     leads_to = next(
         (a.status for a in reversed(decision.actions) if isinstance(a, WriteStatus)),
@@ -137,6 +149,7 @@ def _apply(kube: Kube, observed: Observed, decision: Decision) -> Decision:
             continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
+            done.append(action)
         except NotOwnedError as err:
             LOG.warning("driver pod %s not created: %s", written.driver_pod, err)
             after = after_rejection(observed, written, str(err), reason="NotOwned")

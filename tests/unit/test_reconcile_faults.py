@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import uuid
 from typing import Any
 
 import kopf
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import REGISTRY
 from urllib3.exceptions import ReadTimeoutError
 
 from sluice_operator import handlers, naming
@@ -106,6 +108,33 @@ def test_a_failed_pod_creation_is_retried_and_leaves_one_driver(failure: Failure
     assert api.pods == {}
     reconcile(api.kube(), body())
     assert_one_driver_for_the_status_epoch(api)
+
+
+def test_the_phase_metric_shows_the_status_written_before_a_reconcile_failed() -> None:
+    """The status was written and the pod creation then failed: the phase gauge (what
+    SluiceUpgradeStuck and SluicePipelineFailed read) says the written phase. On the
+    old code a reconcile that raised recorded nothing, and in the live alert test a
+    pipeline whose every reconcile failed kept its old Upgrading for 10 minutes
+    while its status said Recovering: SluiceUpgradeStuck fired for it."""
+    namespace = f"ns-{uuid.uuid4().hex[:8]}"
+    api = FakeApi()
+    api.pipelines[(namespace, "kpis")] = {
+        **body(),
+        "metadata": {**body()["metadata"], "namespace": namespace},
+    }
+    api.fail("create_namespaced_pod", 500, times=2)
+    for _ in range(2):
+        with pytest.raises(RAISED):
+            reconcile(api.kube(), api.pipelines[(namespace, "kpis")])
+    written = api.pipelines[(namespace, "kpis")]["status"]["phase"]
+    shown = {
+        phase: REGISTRY.get_sample_value(
+            "sluice_operator_pipeline_phase", {"pipeline": f"{namespace}/kpis", "phase": phase}
+        )
+        for phase in ("Starting", "Running", "Upgrading", "Recovering")
+    }
+    assert shown[written] == 1, (written, shown)
+    assert sum(v or 0 for v in shown.values()) == 1
 
 
 def test_a_pod_that_already_exists_is_not_an_error() -> None:
