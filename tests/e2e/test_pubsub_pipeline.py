@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from typing import Any
 
@@ -28,11 +27,10 @@ import yaml
 from sluice_dev.events import EventFactory
 from sluice_dev.localrun import localized
 from sluice_dev.paths import REPO_ROOT
-from sluice_dev.pubsub import publish
 from tests.support import kpis, state
 from tests.support.agents import ISOLATION_TAINT
 from tests.support.e2e import JOB_IMAGE, Setup
-from tests.support.pubsub import PubSub
+from tests.support.pubsub import Publishing, PubSub
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -40,45 +38,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 EXAMPLE = REPO_ROOT / "examples" / "pubsub-kpi-pipeline.yaml"
 RATE = 20.0
 """Messages per second while the driver is killed (a steady stream, not a backlog)."""
-
-
-class Publishing:
-    """``sluice-dev produce --pubsub`` in the background, at ``RATE``, until stopped."""
-
-    def __init__(self, pubsub: PubSub, topic: str, factory: EventFactory) -> None:
-        self.stop = threading.Event()
-        self.published: int | None = None
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self.published = publish.publish(
-                    pubsub.host,
-                    pubsub.project,
-                    topic.rsplit("/", 1)[-1],
-                    1_000_000,
-                    rate=RATE,
-                    factory=factory,
-                    stop=self.stop,
-                )
-            except BaseException as err:
-                self.error = err
-
-        self.thread = threading.Thread(target=run, name="publishing", daemon=True)
-        self.thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self.thread.is_alive()
-
-    def finish(self) -> int:
-        """Stop publishing; how many messages the server confirmed (seq 0..n-1)."""
-        self.stop.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "publishing did not stop"
-        assert self.error is None, f"publishing failed: {self.error!r}"
-        assert self.published is not None
-        return self.published
 
 
 def pipeline_from_the_example(setup: Setup, pubsub: PubSub, subscription: str, letters: str) -> Any:
@@ -126,7 +85,7 @@ def test_the_pubsub_kpi_example_counts_every_event_once_through_a_driver_kill(
     setup.operators.start()
     applied = setup.kubectl.apply(pipeline_from_the_example(setup, pubsub, subscription, letters))
     assert f"{setup.pipeline.name} created" in applied
-    publishing = Publishing(pubsub, topic, factory)
+    publishing = Publishing(pubsub, topic, factory, rate=RATE)
 
     setup.pipeline.wait_phase("Running", epoch=1, timeout=180)
     setup.wait_commit_by(1)

@@ -23,6 +23,7 @@ from tests.support.alert_figures import Figure, seconds, table
 from tests.support.alert_timeline import Episode
 from tests.support.alert_watch import AlertWatch
 from tests.support.monitored_fleet import Fleet, Member
+from tests.support.pubsub import PubSub
 from tests.support.waiting import wait_for
 
 SEEN_LATE = 2.0
@@ -46,6 +47,8 @@ class Run:
     fleet: Fleet
     watch: AlertWatch
     workdir: Path
+    pubsub: PubSub | None = None
+    """The test's Pub/Sub project (the Pub/Sub scenario's source)."""
     started: float = field(default_factory=time.time)
     figures: list[Figure] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)

@@ -28,11 +28,12 @@ from sluice_dev.monitoring import client
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import Background
 from sluice_dev.servers import nodeagent
-from tests.support import agents
+from tests.support import agents, kpis
 from tests.support.e2e import JOB_IMAGE, job_images, manifest
 from tests.support.helm import CHART
 from tests.support.helm import runner as helm_runner
 from tests.support.operator import Pipeline
+from tests.support.pubsub import Publishing, PubSub
 from tests.support.transforms import EVENTS_TABLE
 from tests.support.waiting import wait_for
 
@@ -40,6 +41,8 @@ OPERATOR_IMAGE = "sluice-test/operator"
 SCRAPE_INTERVAL = "5s"
 """The chart's monitors scrape every 5 s, as the stack's Prometheus evaluates."""
 POOL_LABEL = "sluice.dev/pool"
+KPI_ENTRYPOINT = "sluice_job.examples.kpi:transform"
+"""The KPI example's transform (in the job image): a Pub/Sub member's."""
 
 
 def operator_root(where: Path) -> Path:
@@ -92,6 +95,10 @@ class Member:
     keyspace: str
     bootstrap: str
     production: Background | None = None
+    publishing: Publishing | None = None
+    """Its Pub/Sub production (a Pub/Sub source)."""
+    sink_keyspace: str | None = None
+    """The keyspace of its sink, when not its checkpoint's."""
 
     @property
     def name(self) -> str:
@@ -111,6 +118,8 @@ class Member:
     def stop_producing(self) -> None:
         if self.production is not None:
             self.production.stop()
+        if self.publishing is not None and self.publishing.running:
+            self.publishing.finish()
 
 
 @dataclass
@@ -152,13 +161,7 @@ class Fleet:
         """A new pipeline ``name`` in ``pool``, with a topic of four partitions, a
         keyspace with the events table, and the e2e spec with ``changes`` merged in."""
         topic = self.make_topic(partitions=4)
-        keyspace = f"al_{name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
-        self.cassandra.execute(
-            f"CREATE KEYSPACE {keyspace} WITH replication = "
-            "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-            timeout=60,
-        )
-        self.cassandra.execute(EVENTS_TABLE.format(keyspace=keyspace), timeout=60)
+        keyspace = self._keyspace(name, EVENTS_TABLE)
         spec = self.spec(name, pool, version)
         spec["source"]["kafka"]["topics"] = [topic]
         for part in ("sink", "checkpoint"):
@@ -166,7 +169,52 @@ class Fleet:
         member = Member(
             Pipeline(self.custom, self.core, self.namespace, name), topic, keyspace, self.bootstrap
         )
-        member.pipeline.create(merged(spec, changes))
+        return self._create(member, merged(spec, changes))
+
+    def add_pubsub(self, name: str, pool: str, pubsub: PubSub, **changes: Any) -> Member:
+        """A new pipeline ``name`` in ``pool`` reading a new subscription of ``pubsub``
+        (lease 60 s) with the KPI example's transform, its ``page_kpis`` in a sink
+        keyspace of its own and its checkpoint in another, ``changes`` merged in.
+        ``member.publishing`` publishes to its topic."""
+        topic = pubsub.topic()
+        subscription = pubsub.subscription(topic, ack_deadline_seconds=60)
+        checkpoint = self._keyspace(name, None)
+        sink = self._keyspace(f"{name}_sink", kpis.TABLE)
+        spec = self.spec(name, pool)
+        spec["source"] = {
+            "pubsub": {
+                "project": pubsub.project,
+                "subscription": subscription.rsplit("/", 1)[-1],
+                "endpoint": pubsub.host,
+                "maxMessagesPerBatch": 1_000,
+                "ackDeadlineSeconds": 60,
+            }
+        }
+        spec["transform"] = {"entrypoint": KPI_ENTRYPOINT, "options": {"windowSeconds": 60}}
+        spec["sink"]["cassandra"].update(keyspace=sink, table="page_kpis")
+        spec["checkpoint"]["cassandra"]["keyspace"] = checkpoint
+        member = Member(
+            Pipeline(self.custom, self.core, self.namespace, name),
+            topic,
+            checkpoint,
+            self.bootstrap,
+            sink_keyspace=sink,
+        )
+        return self._create(member, merged(spec, changes))
+
+    def _keyspace(self, name: str, table: str | None) -> str:
+        keyspace = f"al_{name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+        self.cassandra.execute(
+            f"CREATE KEYSPACE {keyspace} WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+            timeout=60,
+        )
+        if table is not None:
+            self.cassandra.execute(table.format(keyspace=keyspace), timeout=60)
+        return keyspace
+
+    def _create(self, member: Member, spec: dict[str, Any]) -> Member:
+        member.pipeline.create(spec)
         self.members.append(member)
         return member
 
@@ -236,7 +284,9 @@ class Fleet:
             )
         try:
             for member in self.members:
-                self.cassandra.execute(f"DROP KEYSPACE IF EXISTS {member.keyspace}", timeout=120)
+                for keyspace in (member.keyspace, member.sink_keyspace):
+                    if keyspace is not None:
+                        self.cassandra.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
         except NoHostAvailable as err:
             # The session of sluice_job.cassandra_session.connect never reconnects after
             # an outage of more than ~2 min (docs/alerts.md); the keyspaces stay behind.

@@ -8,6 +8,7 @@ topics and subscriptions, publish, pull and flip the switches.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 from google.cloud import pubsub_v1
 
 from sluice_dev.events import EventFactory
-from sluice_dev.pubsub import remote
+from sluice_dev.pubsub import publish, remote
 from sluice_dev.pubsub.publish import message
 from tests.support.waiting import wait_for
 
@@ -150,3 +151,42 @@ class PubSub:
 
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+class Publishing:
+    """``sluice-dev produce --pubsub`` in the background, ``rate`` a second, until stopped."""
+
+    def __init__(self, pubsub: PubSub, topic: str, factory: EventFactory, *, rate: float) -> None:
+        self.stop = threading.Event()
+        self.published: int | None = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.published = publish.publish(
+                    pubsub.host,
+                    pubsub.project,
+                    topic.rsplit("/", 1)[-1],
+                    1_000_000,
+                    rate=rate,
+                    factory=factory,
+                    stop=self.stop,
+                )
+            except BaseException as err:
+                self.error = err
+
+        self.thread = threading.Thread(target=run, name="publishing", daemon=True)
+        self.thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def finish(self) -> int:
+        """Stop publishing; how many messages the server confirmed (seq 0..n-1)."""
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "publishing did not stop"
+        assert self.error is None, f"publishing failed: {self.error!r}"
+        assert self.published is not None
+        return self.published
