@@ -51,7 +51,12 @@ _PUBSUB_NAMES: Final = ("PubSubUnavailableError",)
 
 # The same, as they appear in the text of an error raised inside a Spark task.
 _TEXT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    (CASSANDRA, re.compile(r"cassandra\.(cluster\.)?(" + "|".join(_CASSANDRA_NAMES) + r")\b")),
+    # cassandra.NoHostAvailable, cassandra.cluster.NoHostAvailable, and the
+    # connection module's cassandra.connection.ConnectionShutdown (a reset connection).
+    (
+        CASSANDRA,
+        re.compile(r"cassandra\.(cluster\.|connection\.)?(" + "|".join(_CASSANDRA_NAMES) + r")\b"),
+    ),
     (
         KAFKA,
         re.compile(

@@ -29,6 +29,17 @@ cassandra.cluster.NoHostAvailable: ('Unable to complete the operation against an
 """
 
 
+SPARK_TASK_CONNECTION_RESET = """An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/work/main/job/sluice_job/sinks/cassandra_writer.py", line 85, in write_rows
+    for _ in execute_concurrent(
+  File "cassandra/concurrent.py", line 127, in cassandra.concurrent.ConcurrentExecutorGenResults._results
+cassandra.connection.ConnectionShutdown: [Errno 104] Connection reset by peer
+"""
+"""A sink write inside a Spark task when Cassandra stopped (the live alert test): the
+driver took it for a real failure and exited, on the old code."""
+
+
 class Py4JError(Exception):
     """Stands in for py4j's Py4JJavaError: only its text says what happened."""
 
@@ -43,6 +54,7 @@ class Py4JError(Exception):
         (DeadLetterUnavailableError("3 of 9 rejects not confirmed (timed out)"), KAFKA),
         (DeadLetterError("dead-letter topic 'dlq' at k:9092: missing; create it"), None),
         (Py4JError(SPARK_TASK_FAILURE), CASSANDRA),
+        (Py4JError(SPARK_TASK_CONNECTION_RESET), CASSANDRA),
         (RuntimeError("wrapped"), None),
         (ValueError("transform raised: division by zero"), None),
         (Py4JError("pyspark.errors.exceptions.captured.AnalysisException: no column x"), None),
