@@ -33,7 +33,7 @@ SPARK_TASK_CONNECTION_RESET = """An exception was thrown from the Python worker:
 Traceback (most recent call last):
   File "/work/main/job/sluice_job/sinks/cassandra_writer.py", line 85, in write_rows
     for _ in execute_concurrent(
-  File "cassandra/concurrent.py", line 127, in cassandra.concurrent.ConcurrentExecutorGenResults._results
+  File "cassandra/concurrent.py", line 127, in _results
 cassandra.connection.ConnectionShutdown: [Errno 104] Connection reset by peer
 """
 """A sink write inside a Spark task when Cassandra stopped (the live alert test): the
