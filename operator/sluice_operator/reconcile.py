@@ -115,14 +115,11 @@ def reconcile(
         return decision
 
 
-def _apply(
-    kube: Kube, observed: Observed, decision: Decision, applied: list[Action] | None = None
-) -> Decision:
+def _apply(kube: Kube, observed: Observed, decision: Decision, applied: list[Action]) -> Decision:
     """Carry out the decision's actions in order, each one done appended to
     ``applied``. A driver pod the API server refuses (4xx) ends it: the refusal is
     recorded as a failure (``after_rejection``) instead of raising, which would start
     the next epoch at the next reconcile, and so on."""
-    done = applied if applied is not None else []
     written = observed.status
     leads_to = next(
         (a.status for a in reversed(decision.actions) if isinstance(a, WriteStatus)),
@@ -149,7 +146,7 @@ def _apply(
             continue
         try:
             kube.apply(observed.namespace, observed.name, action, uid=observed.uid)
-            done.append(action)
+            applied.append(action)
         except NotOwnedError as err:
             LOG.warning("driver pod %s not created: %s", written.driver_pod, err)
             after = after_rejection(observed, written, str(err), reason="NotOwned")

@@ -68,7 +68,6 @@ from tests.support.alert_run import Run, scenario, until
 from tests.support.alert_timeline import Episode
 from tests.support.alert_watch import AlertWatch, watching
 from tests.support.e2e import JOB_IMAGE
-from tests.support.fixtures import StackServers
 from tests.support.monitored_fleet import Fleet, Member, fleet
 from tests.support.pubsub import Publishing, PubSub
 
@@ -80,11 +79,6 @@ START = 600.0
 NODE_GRACE = alert_rules.seconds(kube.NODE_MONITOR_GRACE)
 NODE_LOST = 5.0
 """``failover.nodeLostSeconds`` of the e2e manifest."""
-
-
-@pytest.fixture(scope="module")
-def monitoring(servers: StackServers, agent_stack: Layout) -> Layout:
-    return servers.ensure("monitoring")
 
 
 @pytest.fixture

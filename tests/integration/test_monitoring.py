@@ -21,35 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client import V1Namespace
 
 from sluice_dev.monitoring import client, resources
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.servers import alertmanager, nodeagent, prometheus
 from sluice_operator import naming
+from tests.support import alert_rules
 from tests.support.agents import free_port
-from tests.support.fixtures import StackServers
 from tests.support.helm import CHART, operator_pods
 from tests.support.helm import runner as helm_runner
+from tests.support.monitored_fleet import OPERATOR_IMAGE, chart_values, operator_root
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.monitoring]
-
-OPERATOR_IMAGE = "sluice-test/operator"
-SCRAPE_INTERVAL = "5s"
-ALERTS = REPO_ROOT / "charts" / "sluice" / "files" / "alerts.yaml"
-
-
-@pytest.fixture(scope="module")
-def monitoring(servers: StackServers, agent_stack: Layout) -> Layout:
-    """The stack's monitoring up (and the node agent's stack it watches); prints how
-    long ``up monitoring`` took when this run started it."""
-    started = time.monotonic()
-    layout = servers.ensure("monitoring")
-    print(f"\nsluice-dev up monitoring: {time.monotonic() - started:.1f}s")
-    return layout
 
 
 @pytest.fixture
@@ -59,19 +45,6 @@ def watched(core: Any) -> Iterator[str]:
     core.create_namespace(V1Namespace.model_validate({"metadata": {"name": name}}))
     yield name
     core.delete_namespace(name)
-
-
-def operator_root(where: Path) -> Path:
-    """What Dockerfile.operator installs, from this checkout (see test_helm.py)."""
-    where.mkdir()
-    for package in ("operator/sluice_operator", "api/sluice_api"):
-        (where / Path(package).name).symlink_to(REPO_ROOT / package)
-    return where
-
-
-def shipped_alerts() -> set[str]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
-    return {rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule}
 
 
 def target(job: str, **labels: str) -> Callable[[], dict[str, Any] | None]:
@@ -103,20 +76,7 @@ def release(
     nodeagent.register_image(monitoring, OPERATOR_IMAGE, operator_root(tmp_path / "image"))
     helm = helm_runner(helm_binary, monitoring, tmp_path)
     name = f"sl-{uuid.uuid4().hex[:6]}"
-    values = [
-        f"--set=image.repository={OPERATOR_IMAGE}",
-        "--set=image.tag=dev",
-        "--set=replicaCount=1",
-        f"--set=watchNamespaces={{{watched}}}",
-        f"--set=operator.port={free_port()}",
-        "--set=strategy.rollingUpdate.maxSurge=0",
-        "--set=strategy.rollingUpdate.maxUnavailable=1",
-        "--set=metrics.serviceMonitor.enabled=true",
-        f"--set=metrics.serviceMonitor.interval={SCRAPE_INTERVAL}",
-        "--set=metrics.podMonitor.enabled=true",
-        f"--set=metrics.podMonitor.interval={SCRAPE_INTERVAL}",
-        "--set=prometheusRule.enabled=true",
-    ]
+    values = chart_values(watched, free_port(), "dev")
     helm("install", name, str(CHART), "-n", namespace, "--wait", "--timeout=120s", *values)
     yield name
     helm("uninstall", name, "-n", namespace, "--wait", "--timeout=120s")
@@ -156,7 +116,7 @@ def test_the_charts_monitors_and_rules_reach_prometheus_through_the_operator(
     assert scraped["scrapeUrl"].startswith(f"http://{operator_pod.status.pod_ip}:")
 
     # Every alert of the chart's PrometheusRule, loaded from the operator's ConfigMap.
-    wanted = shipped_alerts()
+    wanted = set(alert_rules.rules())
     loaded = wait_for(
         lambda: (lambda names: names if wanted <= names else None)(
             client.alert_rule_names(prometheus.URL)

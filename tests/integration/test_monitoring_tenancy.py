@@ -34,7 +34,6 @@ from sluice_dev.servers import alertmanager, prometheus
 from tests.support.alert_figures import DELIVERY_SECONDS, Figure, table
 from tests.support.alert_rules import for_seconds
 from tests.support.alert_watch import watching
-from tests.support.fixtures import StackServers
 from tests.support.monitored_fleet import Release, chart_release
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for
@@ -48,11 +47,6 @@ pytestmark = [
 FLOOD = 100_000
 SAMPLE_LIMIT = 20_000
 """The chart's ``metrics.podMonitor.limits.sampleLimit`` default."""
-
-
-@pytest.fixture(scope="module")
-def monitoring(servers: StackServers, agent_stack: Layout) -> Layout:
-    return servers.ensure("monitoring")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,16 @@ def pubsub(
 def kube_stack(servers: StackServers) -> Layout:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler, healthy."""
     return servers.ensure("kube-controller-manager", "kube-scheduler")
+
+
+@pytest.fixture(scope="module")
+def monitoring(servers: StackServers, agent_stack: Layout) -> Layout:
+    """The stack's monitoring up (and the node agent's stack it watches; ``make
+    provision-monitoring`` builds it); prints how long ``up monitoring`` took."""
+    started = time.monotonic()
+    layout = servers.ensure("monitoring")
+    print(f"\nsluice-dev up monitoring: {time.monotonic() - started:.1f}s")
+    return layout
 
 
 @pytest.fixture(scope="session")
