@@ -118,10 +118,7 @@ def test_the_phase_metric_shows_the_status_written_before_a_reconcile_failed() -
     while its status said Recovering: SluiceUpgradeStuck fired for it."""
     namespace = f"ns-{uuid.uuid4().hex[:8]}"
     api = FakeApi()
-    api.pipelines[(namespace, "kpis")] = {
-        **body(),
-        "metadata": {**body()["metadata"], "namespace": namespace},
-    }
+    api.pipelines[(namespace, "kpis")] = body(namespace=namespace)
     api.fail("create_namespaced_pod", 500, times=2)
     for _ in range(2):
         with pytest.raises(RAISED):
