@@ -200,13 +200,13 @@ def test_a_promotion_decided_twice_at_once_is_sent_once_and_never_again_once_tak
     decision = Decision((Promote("kpis-driver-5", host, 5),))
     observation = observed(Status(phase=Phase.RUNNING, epoch=5, driver_pod="kpis-driver-5"))
     try:
-        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        reconcile._apply(FakeKube(), observation, decision, [])  # type: ignore[arg-type]
         clock.now += 0.02
-        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        reconcile._apply(FakeKube(), observation, decision, [])  # type: ignore[arg-type]
         wait_for(served.promoted.is_set, timeout=10, what="the promotion taken")
         wait_for(lambda: promotions.taken(host, builders.CONTROL_PORT, 5), timeout=10, what="taken")
         clock.now += promote.RESEND_SECONDS
-        reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+        reconcile._apply(FakeKube(), observation, decision, [])  # type: ignore[arg-type]
         assert len(taken) == 1
     finally:
         served.close()
@@ -245,7 +245,7 @@ def test_a_standby_whose_control_port_stalls_is_not_asked_every_second(
     decision = Decision((Promote("kpis-driver-5", host, 5),), requeue_after=1.0)
     observation = observed(Status(phase=Phase.RUNNING, epoch=5, driver_pod="kpis-driver-5"))
 
-    applied = reconcile._apply(FakeKube(), observation, decision)  # type: ignore[arg-type]
+    applied = reconcile._apply(FakeKube(), observation, decision, [])  # type: ignore[arg-type]
 
     assert applied.requeue_after == DEFAULTS.progress_seconds
     assert applied.actions == decision.actions

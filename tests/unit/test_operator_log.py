@@ -37,7 +37,7 @@ def test_every_event_the_operator_emits_is_a_log_line_at_its_level(
     decision = Decision((lost, promoted, RemovePod("kpis-driver-3")))
     kube, seen = Kube(), observed(Status(phase=Phase.RUNNING, epoch=3))
     with caplog.at_level(logging.INFO, logger="sluice_operator"):
-        reconcile._apply(kube, seen, decision)  # type: ignore[arg-type]
+        reconcile._apply(kube, seen, decision, [])  # type: ignore[arg-type]
 
     lines = [(r.levelno, r.getMessage()) for r in caplog.records]
     where = f"{seen.namespace}/{seen.name}"
@@ -63,7 +63,7 @@ def test_each_action_line_says_what_why_and_what_the_operator_saw(
     promoted = Emit("Normal", "Promoted", "kpis-driver-4 takes over from kpis-driver-3")
     after = Status(phase=Phase.RUNNING, epoch=4, driver_pod="kpis-driver-4")
     with caplog.at_level(logging.INFO, logger="sluice_operator"):
-        reconcile._apply(Kube(), seen, Decision((promoted, WriteStatus(after))))  # type: ignore[arg-type]
+        reconcile._apply(Kube(), seen, Decision((promoted, WriteStatus(after))), [])  # type: ignore[arg-type]
     (line,) = [json.loads(JsonFormatter().format(r)) for r in caplog.records]
     assert line["pipeline"] == "ns/kpis"
     assert (line["action"], line["type"], line["epoch"]) == ("Promoted", "Normal", 4)
