@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-alerts demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
 
 all: test
 
@@ -175,6 +175,12 @@ DEMO_STACK := $(CURDIR)/.stack-demo
 DEMO_ENV := SLUICE_NETNS=1 SLUICE_STACK_DIR=$(DEMO_STACK)
 demo: provision-nodes images
 	$(DEMO_ENV) $(BIN)/sluice-dev demo
+
+# The same demo watched by the stack's Prometheus and Alertmanager (the chart's
+# PodMonitor and PrometheusRule), with a Cassandra outage added: each fault's alerts,
+# firing and resolving, as a timeline.
+demo-alerts: provision-nodes provision-monitoring images
+	$(DEMO_ENV) $(BIN)/sluice-dev demo --alerts
 
 demo-agent: provision
 	$(BIN)/sluice-dev demo

@@ -252,6 +252,12 @@ def _parser() -> argparse.ArgumentParser:
         "production outlasts the upgrade)",
     )
     cmd.add_argument("--rate", type=float, default=200.0, help="events per second")
+    cmd.add_argument(
+        "--alerts",
+        action="store_true",
+        help="watched by the stack's monitoring (up monitoring, the chart's monitors and "
+        "rules), a Cassandra outage added, each fault's alert timeline printed",
+    )
     cmd.set_defaults(run=_demo)
 
     cmd = sub.add_parser(
@@ -591,7 +597,7 @@ def _pipeline_apply(layout: Layout, args: argparse.Namespace) -> int:
 def _demo(layout: Layout, args: argparse.Namespace) -> int:
     from sluice_dev import demo
 
-    return demo.run(layout, events=args.events, rate=args.rate)
+    return demo.run(layout, events=args.events, rate=args.rate, alerts=args.alerts)
 
 
 def _soak(layout: Layout, args: argparse.Namespace) -> int:

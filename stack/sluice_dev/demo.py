@@ -32,11 +32,12 @@ from typing import Any, Final
 import yaml
 
 from sluice_api import cluster
-from sluice_dev import demonodes, localcluster, ports, stack
+from sluice_dev import demoalerts, demonodes, localcluster, ports, stack
 from sluice_dev.events import EventFactory, normalised_page
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import Background, ensure_topic
+from sluice_dev.servers import alertmanager, prometheus
 from sluice_dev.servers.cassandra import CONTACT
 from sluice_dev.servers.kafka import BOOTSTRAP
 
@@ -82,17 +83,42 @@ def say(text: str) -> None:
     print(f"[demo {datetime.now().strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def run(layout: Layout, *, events: int | None, rate: float) -> int:
+@dataclass
+class Steps:
+    """The demo's numbered steps (``3/8 ...``)."""
+
+    total: int
+    done: int = 0
+
+    def say(self, text: str) -> None:
+        self.done += 1
+        say(f"{self.done}/{self.total} {text}")
+
+
+def run(layout: Layout, *, events: int | None, rate: float, alerts: bool = False) -> int:
+    """The demo; with ``alerts`` (``make demo-alerts``), watched by the stack's
+    Prometheus and Alertmanager (:mod:`sluice_dev.demoalerts`), a Cassandra outage
+    added before the last step, and each fault's alert timeline printed."""
+    if not alerts:
+        return _run(layout, events=events, rate=rate, alerting=None)
+    with demoalerts.watched(f"{NAMESPACE}/{PIPELINE}", say) as alerting:
+        return _run(layout, events=events, rate=rate, alerting=alerting)
+
+
+def _run(
+    layout: Layout, *, events: int | None, rate: float, alerting: demoalerts.Alerting | None
+) -> int:
     stamp = datetime.now(UTC).strftime("%H%M%S")
     topic, dead_letters = f"ui-events-{stamp}", f"ui-events-dlq-{stamp}"
     factory = EventFactory(seed=int(stamp))
     nodes = demonodes.for_stack()
     events = nodes.events if events is None else events
-    say(f"1/8 starting the local stack (Kafka, Cassandra, Kubernetes, {nodes.what})")
+    steps = Steps(9 if alerting else 8)
+    steps.say(f"starting the local stack (Kafka, Cassandra, Kubernetes, {nodes.what})")
     nodes.up(layout, say=lambda line: print(f"    {line}", flush=True))
     kubectl = Kubectl(layout)
 
-    say("2/8 installing the CRD and starting the operator")
+    steps.say("installing the CRD and starting the operator")
     localcluster.operator_for(
         layout,
         kubectl,
@@ -102,20 +128,27 @@ def run(layout: Layout, *, events: int | None, rate: float) -> int:
         say=say,
         pod_security="restricted",
     )
+    if alerting:
+        say("    monitoring: Prometheus Operator, Prometheus, Alertmanager; the chart's")
+        say("    PodMonitor and PrometheusRule, a ScrapeConfig for the operator process")
+        demoalerts.install(
+            layout, kubectl, namespace=NAMESPACE, operator_port=OPERATOR_PORT, say=say
+        )
+        say(f"    Prometheus {prometheus.URL}, Alertmanager {alertmanager.URL}: rules loaded")
 
-    say(f"3/8 job images {nodes.image}:v1 and :v2 on {nodes.what}")
+    steps.say(f"job images {nodes.image}:v1 and :v2 on {nodes.what}")
     v1, v2 = nodes.images(layout, ("v1", "v2"))
     if _pipeline(kubectl) is not None:
         say("    deleting the previous demo pipeline (its driver stops cleanly)")
         kubectl("delete", "streamingpipeline", PIPELINE, "-n", NAMESPACE, "--timeout=180s")
 
-    say(f"4/8 topics {topic} and {dead_letters}, table {KEYSPACE}.page_kpis")
+    steps.say(f"topics {topic} and {dead_letters}, table {KEYSPACE}.page_kpis")
     ensure_topic(BOOTSTRAP, topic, 4)
     ensure_topic(BOOTSTRAP, dead_letters, 1)
     cassandra = Cassandra(kubectl.cluster_id())
     cassandra.reset()
 
-    say(f"5/8 kubectl apply examples/kpi-pipeline.yaml (local addresses, image {v1})")
+    steps.say(f"kubectl apply examples/kpi-pipeline.yaml (local addresses, image {v1})")
     manifest = localized(_example(), topic, dead_letters, v1)
     print(kubectl.apply(manifest).rstrip(), flush=True)
     producer = Background(BOOTSTRAP, topic, events, rate, factory).start()
@@ -127,18 +160,22 @@ def run(layout: Layout, *, events: int | None, rate: float) -> int:
     )
 
     summary = Summary(records_in=events)
-    say("6/8 forced node failure: losing the driver's node")
+    steps.say("forced node failure: losing the driver's node")
     node = _driver_node(kubectl, status["driverPod"])
     epoch = int(status["epoch"])
-    began = time.monotonic()
+    began, lost_at = time.monotonic(), time.time()
     how = nodes.lose(layout, node)
     say(f"    node {node} lost, {how} (a zombie)")
     watch.until(lambda s: _running(s, epoch + 1), "a new driver on the other node", 240)
     summary.failover_seconds = time.monotonic() - began
     say(f"    failover in {summary.failover_seconds:.1f}s; bringing {node} back")
     nodes.heal(layout, node)
+    if alerting:
+        lost = alerting.fault(f"node {node} lost ({how.split(':')[0]})", at=lost_at)
+        lost.steps.append((lost_at + summary.failover_seconds, f"epoch {epoch + 1} Running"))
+        alerting.fired(lost, demoalerts.FENCED, timeout=FENCED_TIMEOUT)
 
-    say(f"7/8 code upgrade: kubectl apply with image {v2}")
+    steps.say(f"code upgrade: kubectl apply with image {v2}")
     epoch = int(_pipeline(kubectl)["status"]["epoch"])  # type: ignore[index]
     began = time.monotonic()
     print(kubectl.apply(localized(_example(), topic, dead_letters, v2)).rstrip())
@@ -150,7 +187,11 @@ def run(layout: Layout, *, events: int | None, rate: float) -> int:
     summary.upgrade_gap_seconds = time.monotonic() - began
     say(f"    upgrade gap (apply -> v2 driver running): {summary.upgrade_gap_seconds:.1f}s")
 
-    say("8/8 waiting for the last events to be committed")
+    if alerting:
+        steps.say("a Cassandra outage while events keep arriving, watched by the alerts")
+        summary.records_in += outage(layout, alerting, topic, factory, start=events)
+
+    steps.say("waiting for the last events to be committed")
     producer.wait()
     ends = _end_offsets(topic)
     watch.until(lambda _s: cassandra.committed() == ends, "the end offsets committed", 300)
@@ -160,7 +201,7 @@ def run(layout: Layout, *, events: int | None, rate: float) -> int:
     else:
         gap_seconds = summary.handover_gap_seconds
         say(f"    handover gap (last v1 commit -> first v2 commit): {gap_seconds:.1f}s")
-    expected = expected_kpis(factory, events)
+    expected = expected_kpis(factory, summary.records_in)
     actual = cassandra.kpis()
     summary.in_sink = sum(actual.values())
     for key in expected.keys() | actual.keys():
@@ -172,14 +213,68 @@ def run(layout: Layout, *, events: int | None, rate: float) -> int:
     print()
     for line in summary.lines():
         print(line)
-    print(explore(nodes.shell(layout), metrics, topic), flush=True)
-    return 0 if summary.missing == 0 and summary.duplicates == 0 else 1
+    problems = alerting.report() if alerting else []
+    for line in problems:
+        print(line)
+    print(explore(nodes.shell(layout), metrics, topic, alerts=alerting is not None), flush=True)
+    clean = summary.missing == 0 and summary.duplicates == 0
+    return 0 if clean and not (alerting and alerting.problems) else 1
 
 
-def explore(shell: str, metrics: str, topic: str) -> str:
+FENCED_TIMEOUT: Final = 120.0
+"""Seconds from the node's loss to ``SluiceDriverFenced`` in Alertmanager, at most:
+the failover, a scrape and an evaluation (5 s each) and the notification."""
+OUTAGE_RATE: Final = 20.0
+"""Events per second produced during the outage, so Kafka holds records the pipeline
+cannot commit (``SluicePipelineNotCommitting`` needs a lag)."""
+OUTAGE_ALERT_TIMEOUT: Final = 420.0
+"""Seconds from Cassandra's stop to both outage alerts in Alertmanager, at most: the
+rules' ``for:`` (2 min) and windows (60 s) are 3 minutes; twice that, and a minute."""
+RESOLVE_TIMEOUT: Final = 300.0
+
+
+def outage(
+    layout: Layout,
+    alerting: demoalerts.Alerting,
+    topic: str,
+    factory: EventFactory,
+    *,
+    start: int,
+) -> int:
+    """Cassandra stopped with events ``start ..`` arriving at ``OUTAGE_RATE``, until
+    both outage alerts are in Alertmanager, then started again and the alerts waited
+    for until they leave it; returns how many events were produced meanwhile."""
+    more = Background(BOOTSTRAP, topic, 10**7, OUTAGE_RATE, factory, start=start).start()
+    say(f"    producing events from #{start:,} at {OUTAGE_RATE:.0f}/s")
+    fault = alerting.fault("Cassandra stopped (the sink and the checkpoint store)")
+    stack.stop(layout, "cassandra")
+    say("    Cassandra stopped: the driver keeps its batch and retries")
+    alerting.fired(
+        fault, demoalerts.UNAVAILABLE, timeout=OUTAGE_ALERT_TIMEOUT, dependency="cassandra"
+    )
+    alerting.fired(fault, demoalerts.NOT_COMMITTING, timeout=OUTAGE_ALERT_TIMEOUT)
+    fault.steps.append((time.time(), "Cassandra started"))
+    stack.up(layout, ["cassandra"], say=lambda _line: None)
+    fault.steps.append((time.time(), "Cassandra healthy"))
+    say("    Cassandra is back; waiting for the alerts to resolve")
+    alerting.resolved(fault, timeout=RESOLVE_TIMEOUT)
+    more.stop()
+    produced = more.wait(60)
+    say(f"    {produced:,} events produced during the outage")
+    return produced
+
+
+def explore(shell: str, metrics: str, topic: str, *, alerts: bool = False) -> str:
     """What to try next, each command run where the stack is (``shell``: the prefix
     that puts a command in the stack's namespace, or its environment)."""
     operator = f"http://127.0.0.1:{OPERATOR_PORT}/metrics"
+    monitoring = (
+        f"""
+  {shell} curl -s {alertmanager.URL}/api/v2/alerts     (the alerts)
+  {shell} .venv/bin/sluice-dev dashboard --pipeline {NAMESPACE}/{PIPELINE}"""
+        if alerts
+        else ""
+    )
     return f"""
 The stack and the operator keep running. Explore (each command runs where the stack
 runs, with its KUBECONFIG and kubectl):
@@ -189,7 +284,7 @@ runs, with its KUBECONFIG and kubectl):
   {shell} curl -s {metrics} | grep ^sluice_        (the driver)
   {shell} curl -s {operator} | grep ^sluice_   (the operator)
   {shell} .venv/bin/sluice-dev produce --topic {topic} --rate 100 --count 1000
-  {shell} .venv/bin/sluice-dev logs {OPERATOR}
+  {shell} .venv/bin/sluice-dev logs {OPERATOR}{monitoring}
 Stop everything with:  make down"""
 
 

@@ -134,11 +134,15 @@ that RBAC lets the request through to admission."""
 POLICY_TIMEOUT: Final = 60.0
 
 
-def render_chart(layout: Layout, *values: str) -> list[dict[str, Any]]:
-    """``helm template sluice charts/sluice`` with ``--set`` ``values``, by the
-    provisioned helm (never a copy of the chart)."""
+def render_chart(
+    layout: Layout, *values: str, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    """``helm template sluice charts/sluice`` with ``--set`` ``values`` (released in
+    ``namespace``, or helm's default), by the provisioned helm (never a copy of the
+    chart)."""
     stack.provision(layout, [tools.HELM.name], say=lambda _line: None)
     argv = [str(tools.helm(layout)), "template", RELEASE, str(CHART)]
+    argv += [] if namespace is None else [f"--namespace={namespace}"]
     argv += [f"--set={value}" for value in values]
     rendered = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return [doc for doc in yaml.safe_load_all(rendered) if doc]

@@ -135,15 +135,23 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 
 class Background:
-    """``count`` events at ``rate`` per second, produced in a thread: the steady stream
-    of the demo and the end-to-end tests. ``produced`` moves every 100 events;
-    ``stop`` ends the stream early (events ``0 .. produced-1`` then exist, once)."""
+    """``count`` events (``start .. start+count-1``) at ``rate`` per second, produced in
+    a thread: the steady stream of the demo and the end-to-end tests. ``produced``
+    moves every 100 events; ``stop`` ends the stream early (events ``start ..
+    start+produced-1`` then exist, once)."""
 
     def __init__(
-        self, bootstrap: str, topic: str, count: int, rate: float, factory: EventFactory
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int,
+        rate: float,
+        factory: EventFactory,
+        *,
+        start: int = 0,
     ) -> None:
         self.bootstrap, self.topic, self.count, self.rate = bootstrap, topic, count, rate
-        self.factory = factory
+        self.factory, self.start_at = factory, start
         self.produced = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -178,6 +186,7 @@ class Background:
                 self.bootstrap,
                 self.topic,
                 self.count,
+                start=self.start_at,
                 rate=self.rate,
                 factory=self.factory,
                 progress=progress,

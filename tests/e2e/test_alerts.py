@@ -59,14 +59,15 @@ from sluice_dev import stack as local_stack
 from sluice_dev.dashboard import fetch, plot, queries, summary
 from sluice_dev.events import EventFactory
 from sluice_dev.monitoring import client
+from sluice_dev.monitoring import rules as alert_rules
+from sluice_dev.monitoring.alertwatch import AlertWatch, watching
+from sluice_dev.monitoring.timeline import Episode
 from sluice_dev.nodeagent import control
 from sluice_dev.paths import Layout
 from sluice_dev.servers import alertmanager, kube, prometheus
-from tests.support import alert_rules, state
+from tests.support import state
 from tests.support.alert_figures import DELIVERY_SECONDS
 from tests.support.alert_run import Run, scenario, until
-from tests.support.alert_timeline import Episode
-from tests.support.alert_watch import AlertWatch, watching
 from tests.support.e2e import JOB_IMAGE
 from tests.support.monitored_fleet import Fleet, Member, fleet
 from tests.support.pubsub import Publishing, PubSub
@@ -224,7 +225,7 @@ def outage(run: Run) -> None:
         for figure in (unavailable, not_committing):
             try:
                 episodes.append(run.fired(figure, timeout=figure.promise + 180))
-            except AssertionError as err:
+            except (AssertionError, TimeoutError) as err:
                 run.problem(f"outage: {err}")
                 episodes.append(None)
     finally:
@@ -245,7 +246,7 @@ def outage(run: Run) -> None:
             run.watch.resolved(
                 episode, timeout=started + 60 + (figure.resolve_promise or 0) - time.time()
             )
-    except AssertionError:
+    except (AssertionError, TimeoutError):
         restart_driver(run, member)
     for figure, episode in waiting:
         run.gone(figure, episode, timeout=600)

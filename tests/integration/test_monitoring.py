@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 from kubernetes.client import V1Namespace
 
+from sluice_dev import demoalerts
 from sluice_dev.monitoring import client, resources
+from sluice_dev.monitoring import rules as alert_rules
 from sluice_dev.paths import Layout
 from sluice_dev.servers import alertmanager, nodeagent, prometheus
 from sluice_operator import naming
-from tests.support import alert_rules
 from tests.support.agents import free_port
 from tests.support.helm import CHART, operator_pods
 from tests.support.helm import runner as helm_runner
@@ -179,3 +180,35 @@ def test_the_charts_monitors_and_rules_reach_prometheus_through_the_operator(
     finally:
         pipeline.delete()
         wait_for(lambda: pipeline.get() is None, timeout=60, what="the pipeline deleted")
+
+
+def test_the_demos_scrape_config_puts_an_operator_process_under_the_operator_job(
+    monitoring: Layout, sluice_crd: str, custom: Any, namespace: str, operators: Any
+) -> None:
+    """``make demo-alerts``: the demo's operator is a process of the stack, not a pod a
+    ServiceMonitor finds; the ScrapeConfig the demo applies must get its series into
+    Prometheus under ``job="sluice-operator"``, the job the rules read, or
+    SluiceOperatorDown fires for a running operator and the operator's alerts see
+    nothing."""
+    operator = operators.start()
+    body = demoalerts.operator_scrape(namespace, operator.http_port)
+    custom.create_namespaced_custom_object(
+        resources.MONITORING_GROUP, "v1alpha1", namespace, "scrapeconfigs", body
+    )
+    wait_for(
+        target(demoalerts.OPERATOR_JOB, instance=f"127.0.0.1:{operator.http_port}"),
+        timeout=120,
+        what="the operator process scraped under the operator job",
+    )
+    series = wait_for(
+        lambda: client.query(
+            prometheus.URL,
+            f'count({{job="{demoalerts.OPERATOR_JOB}", __name__=~"sluice_operator_.+"}})',
+        ),
+        timeout=60,
+        what="the operator's sluice_operator_ series in Prometheus",
+    )
+    assert int(series[0]["value"][1]) > 0
+    custom.delete_namespaced_custom_object(
+        resources.MONITORING_GROUP, "v1alpha1", namespace, "scrapeconfigs", body["metadata"]["name"]
+    )

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from sluice_dev.monitoring import client
+from sluice_dev.monitoring.alertwatch import watching
+from sluice_dev.monitoring.rules import for_seconds
 from sluice_dev.paths import Layout
 from sluice_dev.servers import alertmanager, prometheus
 from tests.support.alert_figures import DELIVERY_SECONDS, Figure, table
-from tests.support.alert_rules import for_seconds
-from tests.support.alert_watch import watching
 from tests.support.monitored_fleet import Release, chart_release
 from tests.support.operator import Pipeline, standin_spec
 from tests.support.waiting import wait_for

@@ -1,7 +1,7 @@
 """The figures an alert test reports per alert: the fault, how long after it the
 alert was in Alertmanager against what the rule promises, and how long after the
 cause was removed it left Alertmanager. Purely computational: the tests fill
-:class:`Figure` from an :class:`~tests.support.alert_timeline.Episode` and print
+:class:`Figure` from an :class:`~sluice_dev.monitoring.timeline.Episode` and print
 :func:`table` (pytest -s), the table the README and docs/alerts.md carry."""
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice_dev.monitoring import rules as alert_rules
+from sluice_dev.monitoring.alertwatch import AlertWatch
+from sluice_dev.monitoring.timeline import Episode
 from sluice_dev.paths import Layout
-from tests.support import alert_rules
 from tests.support.alert_figures import Figure, seconds, table
-from tests.support.alert_timeline import Episode
-from tests.support.alert_watch import AlertWatch
 from tests.support.monitored_fleet import Fleet, Member
 from tests.support.pubsub import PubSub
 from tests.support.waiting import wait_for
@@ -169,7 +169,7 @@ class Run:
                 continue
             try:
                 self.gone(item.figure, item.episode, timeout=max(remaining, 0) + 60)
-            except AssertionError as err:
+            except (AssertionError, TimeoutError) as err:
                 self.problem(str(err))
 
     def report(self, path: Path) -> str:

@@ -1,14 +1,14 @@
-"""The alert tests' bookkeeping (tests/support/alert_timeline.py, alert_figures.py,
-alert_rules.py): an alert's episodes as an on-call engineer would tell them from
-Prometheus's and Alertmanager's lists over time, and the figures table."""
+"""The alert tests' bookkeeping (sluice_dev.monitoring.timeline and .rules,
+tests/support/alert_figures.py): an alert's episodes as an on-call engineer would
+tell them from Prometheus's and Alertmanager's lists over time, and the figures table."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import alert_rules
+from sluice_dev.monitoring import rules as alert_rules
+from sluice_dev.monitoring.timeline import Timeline, still_active
 from tests.support.alert_figures import Figure, table
-from tests.support.alert_timeline import Timeline, still_active
 
 pytestmark = pytest.mark.unit
 

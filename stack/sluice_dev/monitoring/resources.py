@@ -202,9 +202,10 @@ def prometheus(api_server: ApiServer, version: str, *, interval: str = "5s") -> 
     ConfigMaps and keeps a StatefulSet of no pods; the stack's ``prometheus`` process
     is the server (node-agent pods run as local processes, and a Prometheus pod
     could not mount its configuration here). Empty selectors select every
-    ServiceMonitor, PodMonitor and PrometheusRule in every namespace, as a cluster's
-    shared Prometheus would; ``EndpointSlice`` discovery for ServiceMonitors, since
-    Endpoints cannot hold the node agent's loopback pod IPs (see
+    ServiceMonitor, PodMonitor, ScrapeConfig and PrometheusRule in every namespace,
+    as a cluster's shared Prometheus would (a ScrapeConfig names a target that is not
+    a pod: the demo's operator, a process of the stack); ``EndpointSlice`` discovery
+    for ServiceMonitors, since Endpoints cannot hold the node agent's loopback pod IPs (see
     :mod:`sluice_dev.monitoring.endpointslices`). ``version`` is the Prometheus the
     stack runs, so the operator generates configuration for it."""
     everything: dict[str, Any] = {}
@@ -222,6 +223,8 @@ def prometheus(api_server: ApiServer, version: str, *, interval: str = "5s") -> 
             "serviceMonitorNamespaceSelector": everything,
             "podMonitorSelector": everything,
             "podMonitorNamespaceSelector": everything,
+            "scrapeConfigSelector": everything,
+            "scrapeConfigNamespaceSelector": everything,
             "ruleSelector": everything,
             "ruleNamespaceSelector": everything,
             "apiserverConfig": {

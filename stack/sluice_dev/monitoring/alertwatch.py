@@ -1,7 +1,8 @@
 """Watching the stack's alerts as they happen: a thread reads Prometheus's alerts
 (pending and firing) and Alertmanager's active alerts every second into a
-:class:`~tests.support.alert_timeline.Timeline`, so a test can wait for an alert to
-reach Alertmanager, or to leave it, and read afterwards when each did.
+:class:`~sluice_dev.monitoring.timeline.Timeline`, so the demo (``make demo-alerts``)
+or a test can wait for an alert to reach Alertmanager, or to leave it, and read
+afterwards when each did.
 
 Alertmanager's ``/api/v2/alerts`` is what an on-call engineer's tools read; the
 pending state exists only in Prometheus (``/api/v1/alerts``), which is how a test
@@ -11,16 +12,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sluice_dev.monitoring import client
-from tests.support.alert_timeline import Episode, Timeline
-from tests.support.waiting import wait_for
+from sluice_dev.monitoring.timeline import Episode, Timeline
 
 POLL_SECONDS = 1.0
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -57,18 +59,25 @@ class AlertWatch:
             with self._lock:
                 return self.timeline.first_firing(alertname, pipeline, after)
 
-        return wait_for(
-            found, timeout=timeout, interval=POLL_SECONDS, what=f"{alertname} of {pipeline!r}"
-        )
+        return _until(found, timeout, f"{alertname} of {pipeline!r}")
 
     def resolved(self, episode: Episode, *, timeout: float) -> Episode:
         """Until ``episode`` has left Alertmanager's active alerts."""
-        return wait_for(
+        return _until(
             lambda: episode if episode.resolved_at is not None else None,
-            timeout=timeout,
-            interval=POLL_SECONDS,
-            what=f"{episode.key[0]} of {episode.key[1]!r} resolved",
+            timeout,
+            f"{episode.key[0]} of {episode.key[1]!r} resolved",
         )
+
+
+def _until(found: Callable[[], T | None], timeout: float, what: str) -> T:
+    """``found()`` once it is not None; TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (value := found()) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL_SECONDS)
+    return value
 
 
 def _read(call: Any) -> list[Any] | None:

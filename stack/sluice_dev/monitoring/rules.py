@@ -1,6 +1,6 @@
-"""The shipped alerting rules (``charts/sluice/files/alerts.yaml``) as the alert
-tests read them: each alert's ``for:`` in seconds and its severity, so a test's
-promise is computed from the rule it checks, never restated. Purely computational."""
+"""The shipped alerting rules (``charts/sluice/files/alerts.yaml``) as the demo and
+the alert tests read them: each alert's ``for:`` in seconds and its severity, so a
+promise is computed from the rule it is about, never restated. Purely computational."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 showed pending in Prometheus, when it reached Alertmanager, when it left it.
 
 Purely computational: :class:`Timeline` is fed snapshots (the alerts Prometheus and
-Alertmanager listed at one instant) by ``tests.support.alert_watch``, which polls
-them; the alert tests read episodes and figures from it. An alert's identity is its
-name, its ``pipeline`` label (the one alert without it, ``SluiceOperatorDown``, has
-``pipeline=""``) and its ``dependency`` label where it has one, so the same alert
-firing for two pipelines is two episodes.
+Alertmanager listed at one instant) by :mod:`sluice_dev.monitoring.alertwatch`, which
+polls them; the demo and the alert tests read episodes and figures from it. An
+alert's identity is its name, its ``pipeline`` label (the one alert without it,
+``SluiceOperatorDown``, has ``pipeline=""``) and its ``dependency`` label where it has
+one, so the same alert firing for two pipelines is two episodes.
 """
 
 from __future__ import annotations
