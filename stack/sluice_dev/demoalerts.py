@@ -128,16 +128,19 @@ class Fault:
 
 def timeline(fault: Fault) -> list[str]:
     """The fault's moments, in order, each in seconds after it: the fault, its steps,
-    and each alert pending in Prometheus, firing, listed by Alertmanager, resolved
-    and gone (a pure function)."""
+    and each alert pending in Prometheus (if it was before it fired), firing, listed by
+    Alertmanager, resolved and gone (a pure function)."""
     moments = [(fault.at, fault.what), *fault.steps]
     for episode in fault.alerts:
         name = episode.key[0]
         wait = rules.for_seconds(name)
+        pending = episode.pending_at
+        if pending is not None and episode.starts_at is not None and pending >= episode.starts_at:
+            pending = None  # first listed already firing (no for:): never pending
         moments += [
             (t, f"{name} {text}")
             for t, text in (
-                (episode.pending_at, "pending in Prometheus"),
+                (pending, "pending in Prometheus"),
                 (episode.starts_at, f"firing (its for: {wait:.0f} s over)"),
                 (episode.firing_at, "listed by Alertmanager's /api/v2/alerts"),
                 (episode.ends_at, "resolved by Prometheus"),

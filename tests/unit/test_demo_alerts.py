@@ -49,11 +49,15 @@ def test_a_faults_timeline_is_every_moment_in_order_in_seconds_after_the_fault()
     assert lines[2].strip().startswith("+ 130.0 s")
 
 
-def test_an_alert_not_yet_resolved_has_no_resolution_in_its_timeline() -> None:
+def test_an_alert_without_for_is_never_pending_nor_resolved_while_it_fires() -> None:
+    """SluiceDriverFenced has no ``for:``: Prometheus lists it firing at once (the watch
+    sees it a second after Alertmanager's startsAt), and the demo does not wait for
+    its 15-minute window to resolve it."""
     fault = Fault("node lost", at=50.0, steps=[(58.0, "epoch 3 Running")])
-    fault.alerts.append(episode(demoalerts.FENCED, pending_at=65.0, starts_at=65.0, firing_at=66.0))
+    fault.alerts.append(episode(demoalerts.FENCED, pending_at=66.9, starts_at=65.0, firing_at=66.0))
     texts = " / ".join(timeline(fault))
     assert "firing (its for: 0 s over)" in texts
+    assert "pending" not in texts
     assert "resolved" not in texts
     assert "gone" not in texts
 
