@@ -188,6 +188,12 @@ def _run(
     say(f"    upgrade gap (apply -> v2 driver running): {summary.upgrade_gap_seconds:.1f}s")
 
     if alerting:
+        # The outage comes after v2's first commit, or the handover gap would hold it.
+        watch.until(
+            lambda _s: cassandra.handover_gap(epoch, epoch + 1) is not None or not producer.running,
+            "the v2 driver's first commit",
+            120,
+        )
         steps.say("a Cassandra outage while events keep arriving, watched by the alerts")
         summary.records_in += outage(layout, alerting, topic, factory, start=events)
 
