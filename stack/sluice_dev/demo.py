@@ -219,9 +219,9 @@ def _run(
     print()
     for line in summary.lines():
         print(line)
-    problems = alerting.report() if alerting else []
-    for line in problems:
-        print(line)
+    if alerting:
+        for line in [*alerting.dashboard(layout.stack / "demo-dashboard.png"), *alerting.report()]:
+            print(line)
     print(explore(nodes.shell(layout), metrics, topic, alerts=alerting is not None), flush=True)
     clean = summary.missing == 0 and summary.duplicates == 0
     return 0 if clean and not (alerting and alerting.problems) else 1

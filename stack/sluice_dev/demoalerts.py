@@ -11,7 +11,9 @@ alert while the demo runs, and each fault is told as a timeline: the node failur
 (``SluiceDriverFenced``) and a Cassandra outage with events still arriving
 (``SluiceDependencyUnavailable``, ``SluicePipelineNotCommitting``, both resolved once
 Cassandra is back). Any other alert in Alertmanager is a false positive: the demo
-reports it and fails.
+reports it and fails. At the end every query of the chart's dashboard is asked for
+the demo's pipeline over the run (a panel with no data fails the demo too), and its
+key panels are printed and drawn (:mod:`sluice_dev.dashboard`).
 
 The timelines and the checks are pure (:func:`timeline`, :func:`unexpected`); the rest
 is I/O.
@@ -23,9 +25,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from sluice_dev import localcluster, stack
+from sluice_dev.dashboard import fetch, plot, queries, summary
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.monitoring import client, rules
 from sluice_dev.monitoring.alertwatch import AlertWatch, watching
@@ -168,6 +172,7 @@ class Alerting:
     say: Say
     faults: list[Fault] = field(default_factory=list)
     expected: set[Key] = field(default_factory=set)
+    begun: float = field(default_factory=time.time)
     problems: list[str] = field(default_factory=list)
 
     def fault(self, what: str, at: float | None = None) -> Fault:
@@ -197,6 +202,26 @@ class Alerting:
                 continue
             end = (episode.ends_at or episode.resolved_at or fault.at) - fault.at
             self.say(f"    {episode.key[0]} resolved {end:.1f}s after: {fault.what}")
+
+    def dashboard(self, png: Path) -> list[str]:
+        """Every query of the chart's dashboard asked for the demo's pipeline over the
+        run: its key panels as text (and ``png``); a panel with no data is a problem."""
+        wanted = queries.queries(queries.load())
+        minutes = (time.time() - self.begun) / 60
+        pipeline = queries.exactly(self.pipeline)
+        answers = fetch.ask(prometheus.URL, wanted, pipeline=pipeline, minutes=minutes, step=15)
+        written = plot.write_png([a for a in answers if a.query.key], png, self.pipeline)
+        self.problems += [
+            f"dashboard panel {a.query.panel!r} has no data: {a.promql}"
+            for a in summary.missing(answers)
+        ]
+        found = len(answers) - len(summary.missing(answers))
+        return [
+            "",
+            f"The dashboard (charts/sluice/files/dashboard.json): {found} of {len(answers)} "
+            f"queries answered with data; the key panels, also in {written}:",
+            summary.render([a for a in answers if a.query.key]),
+        ]
 
     def report(self) -> list[str]:
         lines = ["", "Alerts (Prometheus every 5 s, Alertmanager's API read every second):"]
