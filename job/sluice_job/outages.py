@@ -44,6 +44,7 @@ _CASSANDRA_NAMES: Final = (
     "OperationTimedOut",
     "ConnectionShutdown",
     "CoordinationFailure",
+    "OverloadedErrorMessage",
 )
 _KAFKA_NAMES: Final = ("KafkaUnavailableError", "DeadLetterUnavailableError")
 _DATASTORE_NAMES: Final = ("ServiceUnavailable", "DeadlineExceeded", "DatastoreUnavailableError")
@@ -51,11 +52,17 @@ _PUBSUB_NAMES: Final = ("PubSubUnavailableError",)
 
 # The same, as they appear in the text of an error raised inside a Spark task.
 _TEXT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    # cassandra.NoHostAvailable, cassandra.cluster.NoHostAvailable, and the
-    # connection module's cassandra.connection.ConnectionShutdown (a reset connection).
+    # cassandra.NoHostAvailable, cassandra.cluster.NoHostAvailable, the connection
+    # module's cassandra.connection.ConnectionShutdown (a reset connection) and the
+    # protocol module's cassandra.protocol.OverloadedErrorMessage (a node overloaded or,
+    # as "Server is shutting down", being stopped).
     (
         CASSANDRA,
-        re.compile(r"cassandra\.(cluster\.|connection\.)?(" + "|".join(_CASSANDRA_NAMES) + r")\b"),
+        re.compile(
+            r"cassandra\.(cluster\.|connection\.|protocol\.)?("
+            + "|".join(_CASSANDRA_NAMES)
+            + r")\b"
+        ),
     ),
     (
         KAFKA,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 from cassandra import ConsistencyLevel, Unavailable, WriteTimeout, WriteType
 from cassandra.cluster import NoHostAvailable
+from cassandra.protocol import OverloadedErrorMessage
 
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetterError, DeadLetterUnavailableError
@@ -40,6 +41,19 @@ cassandra.connection.ConnectionShutdown: [Errno 104] Connection reset by peer
 driver took it for a real failure and exited, on the old code."""
 
 
+SPARK_TASK_SERVER_SHUTTING_DOWN = """An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/work/main/job/sluice_job/sinks/cassandra_writer.py", line 85, in write_rows
+    for _ in execute_concurrent(
+  File "cassandra/concurrent.py", line 127, in _results
+cassandra.protocol.OverloadedErrorMessage: <Error from server: code=1001 [Coordinator node
+overloaded] message="Server is shutting down">
+"""
+"""A sink write inside a Spark task while Cassandra was being stopped (the soak of 2
+December): on the old code the driver exited 1, a failure, and its replacement
+started cold during the outage (21.7 s from Cassandra back to the next commit)."""
+
+
 class Py4JError(Exception):
     """Stands in for py4j's Py4JJavaError: only its text says what happened."""
 
@@ -55,6 +69,8 @@ class Py4JError(Exception):
         (DeadLetterError("dead-letter topic 'dlq' at k:9092: missing; create it"), None),
         (Py4JError(SPARK_TASK_FAILURE), CASSANDRA),
         (Py4JError(SPARK_TASK_CONNECTION_RESET), CASSANDRA),
+        (Py4JError(SPARK_TASK_SERVER_SHUTTING_DOWN), CASSANDRA),
+        (OverloadedErrorMessage(0x1001, "Server is shutting down", None), CASSANDRA),
         (RuntimeError("wrapped"), None),
         (ValueError("transform raised: division by zero"), None),
         (Py4JError("pyspark.errors.exceptions.captured.AnalysisException: no column x"), None),
