@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from sluice_dev import localcluster, stack
-from sluice_dev.dashboard import fetch, plot, queries, summary
+from sluice_dev.dashboard import fetch, plot, summary
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.monitoring import client, rules
 from sluice_dev.monitoring.alertwatch import AlertWatch, watching
@@ -206,10 +206,7 @@ class Alerting:
     def dashboard(self, png: Path) -> list[str]:
         """Every query of the chart's dashboard asked for the demo's pipeline over the
         run: its key panels as text (and ``png``); a panel with no data is a problem."""
-        wanted = queries.queries(queries.load())
-        minutes = (time.time() - self.begun) / 60
-        pipeline = queries.exactly(self.pipeline)
-        answers = fetch.ask(prometheus.URL, wanted, pipeline=pipeline, minutes=minutes, step=15)
+        answers = fetch.every_query_since(prometheus.URL, self.pipeline, self.begun)
         written = plot.write_png([a for a in answers if a.query.key], png, self.pipeline)
         self.problems += [
             f"dashboard panel {a.query.panel!r} has no data: {a.promql}"

@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sluice_dev.dashboard import queries as panels
 from sluice_dev.dashboard.queries import Query, legend, rate_interval, substitute
 from sluice_dev.monitoring import client
 
@@ -64,3 +65,12 @@ def ask(
         )
         answers.append(Answer(query, promql, series))
     return answers
+
+
+def every_query_since(url: str, pipeline: str, since: float, step: float = 15) -> list[Answer]:
+    """Every query of the chart's dashboard for exactly ``pipeline`` (``namespace/name``)
+    from the Unix time ``since`` to now: what the demo and the alert test check has
+    data."""
+    minutes = (time.time() - since) / 60
+    every = panels.queries(panels.load())
+    return ask(url, every, pipeline=panels.exactly(pipeline), minutes=minutes, step=step)
