@@ -27,9 +27,11 @@ Rejects are written once per batch: once they are durable, the checkpoint row sa
 (:func:`letters_written`). Before sending them the driver reads the checkpoint row
 (``CheckpointStore.still_held``): a driver fenced while its batch ran sends none;
 and a batch whose record failed after its letters were sent (Cassandra away) is
-attempted again by the same driver without sending them again. A letter repeats
-only if the driver dies between the flush and that record, or is fenced between
-that read and the flush (docs/dead-letters.md).
+attempted again by the same driver without sending them again. The read follows the
+collect of the rejects (a Spark job), so only the flush comes after it. A letter
+repeats only if the driver dies between the flush and that record, or is fenced
+between that read and the flush (docs/dead-letters.md); for rejects too many to
+collect at once, the flush includes fetching them.
 
 Rejects reach the driver bounded: Spark cuts each key and value to what one letter
 carries (the dead-letter topic's limit, ``deadletter.fit``), and the counting job
@@ -40,7 +42,7 @@ than in one piece.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -191,10 +193,12 @@ class SparkExecutor:
             return
         if self._sent != batch.batch_id:
             failpoints.phase("dead_letter", batch.batch_id)
+            rows = _reject_rows(rejects, count, size)
             # A driver that was fenced while its batch ran (a partitioned node's, or one
-            # a hot standby replaced) would send letters its successor sends again.
+            # a hot standby replaced) would send letters its successor sends again. Read
+            # after the collect (a Spark job), so that only the flush follows it.
             self.marks.still_held(batch)
-            described = (self.records.describe(r) for r in _rejects(rejects, count, size))
+            described = (self.records.describe(_reject(row)) for row in rows)
             self.dead_letters.write(described, batch_id=batch.batch_id, count=count)
             self._sent = batch.batch_id
         else:
@@ -235,13 +239,13 @@ def measure(rejects: DataFrame) -> tuple[int, int]:
     return (0, 0) if row is None else (int(row["n"]), int(row["bytes"] or 0))
 
 
-def _rejects(rejects: DataFrame, count: int, size: int) -> Iterator[Reject]:
-    rows = (
-        rejects.collect()
-        if count <= COLLECT_LIMIT and size <= COLLECT_BYTES
-        else rejects.toLocalIterator(prefetchPartitions=True)
-    )
-    return (_reject(row) for row in rows)
+def _reject_rows(rejects: DataFrame, count: int, size: int) -> Iterable[Row]:
+    """The rejects' rows: collected now when they fit (:data:`COLLECT_LIMIT`,
+    :data:`COLLECT_BYTES`), else an iterator that fetches them partition by partition
+    while the letters are sent."""
+    if count <= COLLECT_LIMIT and size <= COLLECT_BYTES:
+        return rejects.collect()
+    return rejects.toLocalIterator(prefetchPartitions=True)
 
 
 def _reject(row: Row) -> Reject:

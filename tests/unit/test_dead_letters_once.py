@@ -81,8 +81,12 @@ class FakeMarks:
 @dataclass
 class FakeRejects:
     rows: list[Row]
+    during_collect: list[Any] = field(default_factory=list)
+    """Called while the rows are collected (a Spark job): a claim landing then."""
 
     def collect(self) -> list[Row]:
+        for happen in self.during_collect:
+            happen()
         return self.rows
 
 
@@ -193,6 +197,24 @@ def test_a_driver_fenced_while_its_batch_ran_sends_none_of_its_letters() -> None
     letters, marks = FakeLetters(), FakeMarks(held_by=6)
     with pytest.raises(FencedError):
         _executor(letters, marks)._dead_letter(_rejects(3), 3, 6, BATCH)
+    assert (letters.written, marks.marked) == ([], [])
+
+
+def test_a_driver_fenced_while_its_rejects_were_collected_sends_none_of_its_letters() -> None:
+    """The idle make soak of 2 December with a hot standby repeated 17 letters, all of
+    one batch. A window that fits: the fence was read before the rejects were
+    collected, and collecting them is a Spark job (Kafka read again, transform again),
+    long enough for a successor's claim. The fence is now read after the collect,
+    just before the flush."""
+    letters, marks = FakeLetters(), FakeMarks()
+    rejects = _rejects(3)
+
+    def claimed() -> None:
+        marks.held_by = 6
+
+    cast(FakeRejects, rejects).during_collect.append(claimed)
+    with pytest.raises(FencedError):
+        _executor(letters, marks)._dead_letter(rejects, 3, 6, BATCH)
     assert (letters.written, marks.marked) == ([], [])
 
 
