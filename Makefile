@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-alerts demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-operator clean
+.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-alerts demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-cold-start bench-operator clean
 
 all: test
 
@@ -229,6 +229,11 @@ bench-handover: provision
 # one, and the standby's memory and CPU (bench/failover.py; issue 20).
 bench-failover: provision
 	$(BIN)/python -m bench.failover $(BENCH_FAILOVER_ARGS)
+
+# A cold driver's session start and first batch, with the class archive beside without
+# it, in fresh JVMs, three pairs (bench/cold_start.py): bench/results/<stamp>-cold-start.*
+bench-cold-start: provision
+	$(BIN)/python -m bench.cold_start $(BENCH_COLD_START_ARGS)
 
 # One operator, 100 pipelines with the stand-in driver on the local control plane.
 bench-operator: provision

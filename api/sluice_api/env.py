@@ -43,7 +43,11 @@ the image's (:data:`IMAGE_SPARK_ENV`). Without it (a driver started by hand, by 
 or the benchmark) every one is used."""
 SPARK_JARS: Final = "SLUICE_SPARK_JARS"
 """The connector jars, comma separated: the job image's ``ENV`` sets it, not the operator."""
-IMAGE_SPARK_ENV: Final = (SPARK_JARS,)
+SPARK_CLASS_ARCHIVE: Final = "SLUICE_SPARK_CLASS_ARCHIVE"
+"""A class data sharing archive of Spark's JVM (``sluice_job.class_archive``), which the
+job image's ``ENV`` names: the driver's JVM maps the classes from it instead of loading
+them one by one."""
+IMAGE_SPARK_ENV: Final = (SPARK_JARS, SPARK_CLASS_ARCHIVE)
 """Set by the image, so the operator cannot list it; the driver keeps it. A pod's
 ``env`` may not set it (``sluice_api.pod.RESERVED_ENV_PREFIXES``) and the operator
 refuses an ``envFrom`` source with the key before the pod is created

@@ -183,6 +183,9 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         checkpoint_connect_s=round(connected - began, 3),
         checkpoint_schema_s=round(checked - connected, 3),
         waited_for_spark_s=round(time.monotonic() - checked, 3),
+        class_archive=spark.class_archive_mapped(
+            spark_session, env.get(env_names.SPARK_CLASS_ARCHIVE)
+        ),
     )
     try:
         _cancel_jobs_on_stop(spark_session, stop, progress.gate)

@@ -39,6 +39,7 @@ Spark reads (``spark.kubernetes.executor.podTemplateFile``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -53,6 +54,7 @@ from pyspark.sql import SparkSession
 from sluice_api import env as names
 from sluice_api.spark import JIT_OPTIONS, UI_PORT
 from sluice_api.spec import PipelineSpec
+from sluice_job import logs
 
 LOOPBACK: Final = "127.0.0.1"
 REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"
@@ -103,7 +105,7 @@ def spark_conf(
     jars = env.get(names.SPARK_JARS)
     if jars:
         conf["spark.jars"] = jars
-    conf.update(jit(spec, executors=not master.startswith("local")))
+    conf.update(jvm_options(spec, env, executors=not master.startswith("local")))
     conf.update(spec.spark.conf)  # tuning only: the spec model refuses the rest
     conf.update(observability(spec))
     conf.update(json.loads(env.get(names.SPARK_CONF) or "{}"))  # the operator's, last
@@ -123,15 +125,19 @@ encrypted all the same (in local mode Spark makes a secret per application itsel
 With executors the operator sets the pod's address and a Secret it made."""
 
 
-def jit(spec: PipelineSpec, *, executors: bool) -> dict[str, str]:
-    """The JVM option of ``spec.spark.jit`` for the driver's JVM and, with
-    ``executors``, theirs (nothing for ``Tiered``, the JVM's default). A pure function."""
-    option = JIT_OPTIONS[spec.spark.jit]
-    if not option:
-        return {}
-    conf = {"spark.driver.extraJavaOptions": option}
-    if executors:
-        conf["spark.executor.extraJavaOptions"] = option
+def jvm_options(spec: PipelineSpec, env: Mapping[str, str], *, executors: bool) -> dict[str, str]:
+    """The JVM options of the driver and, with ``executors``, theirs (a pure function):
+    ``spec.spark.jit``'s (nothing for ``Tiered``, the JVM's default), and for the
+    driver the image's class data sharing archive (:data:`names.SPARK_CLASS_ARCHIVE`),
+    which the JVM uses when it matches its own build and class path and otherwise
+    ignores with a warning. The executors' JVMs start with another class path, which
+    the archive was not made for."""
+    jit = JIT_OPTIONS[spec.spark.jit]
+    archive = env.get(names.SPARK_CLASS_ARCHIVE)
+    driver = " ".join(o for o in (jit, f"-XX:SharedArchiveFile={archive}" if archive else "") if o)
+    conf = {"spark.driver.extraJavaOptions": driver} if driver else {}
+    if executors and jit:
+        conf["spark.executor.extraJavaOptions"] = jit
     return conf
 
 
@@ -194,6 +200,58 @@ def session(conf: Mapping[str, str]) -> SparkSession:
     return spark
 
 
+def class_archive_mapped(spark: SparkSession, archive: str | None) -> bool | None:
+    """Whether the session's JVM maps ``archive`` (``None`` when there is none): the
+    JVM ignores an archive that does not match it without a word, so the driver's
+    log says whether it was used. Read from the JVM's memory map (Linux)."""
+    if not archive:
+        return None
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return False
+    try:
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+    except OSError:
+        return False
+    return str(Path(archive).resolve()) in maps
+
+
+ARCHIVE_OPTION: Final = "-XX:SharedArchiveFile="
+
+
+def without_class_archive(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` without the driver JVM's class archive option (a pure function)."""
+    key = "spark.driver.extraJavaOptions"
+    kept = dict(conf)
+    options = [o for o in conf.get(key, "").split() if not o.startswith(ARCHIVE_OPTION)]
+    if options:
+        kept[key] = " ".join(options)
+    else:
+        kept.pop(key, None)
+    return kept
+
+
+def _with_or_without_archive(conf: Mapping[str, str]) -> SparkSession:
+    """The session; if its JVM did not start with the class archive, once more without
+    it. The JVM ignores an archive that does not match it, but one cut short (a
+    damaged file) crashes it at start, and a driver that cannot start at all is worse
+    than a slow start."""
+    try:
+        return session(conf)
+    except Exception as err:
+        plain = without_class_archive(conf)
+        if plain == dict(conf):
+            raise
+        logs.event(
+            "spark's JVM did not start with the class archive: starting it without",
+            level=logging.WARNING,
+            archive=conf["spark.driver.extraJavaOptions"],
+            error=str(err)[:500],
+        )
+        return session(plain)
+
+
 class Launch:
     """The driver's SparkSession, started on a thread of its own so that its JVM's
     launch (seconds of CPU) overlaps the driver's connection to the checkpoint store
@@ -208,7 +266,7 @@ class Launch:
 
         def start() -> None:
             try:
-                started = session(conf)
+                started = _with_or_without_archive(conf)
             except BaseException as err:  # raised to the driver by ``session()``
                 self._future.set_exception(err)
                 return

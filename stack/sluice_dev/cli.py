@@ -557,9 +557,8 @@ def _image_build(layout: Layout, args: argparse.Namespace) -> int:
 
     ref = imagebuild.parse_reference(args.tag)
     imagebuild.check_source(args.directory)
-    stack.provision(layout, [spark.NAME], say=lambda _line: None)
     built = imagebuild.build(
-        layout, args.directory.resolve(), ref, spark.spark_jars(layout), say=print
+        layout, args.directory.resolve(), ref, spark.job_image_env(layout), say=print
     )
     print(f"built {built.ref}: {', '.join(built.packages)} in {built.directory}")
     print(f"pods of image {built.ref} on the node agent now import it (spec.image: {built.ref})")

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,12 +120,12 @@ def stale_builds(builds: Sequence[str], keep: int = KEEP_BUILDS) -> list[str]:
     return ordered[: max(0, len(ordered) - keep)]
 
 
-def image_env_text(jars: Sequence[Path]) -> str:
+def image_env_text(env: Mapping[str, str]) -> str:
     """The job image's own environment for the node agent (``Dockerfile.job``'s
-    ``SLUICE_SPARK_JARS``), pointing at the jars the stack provisioned."""
-    joined = ",".join(str(jar) for jar in jars)
-    header = "# The job image's ENV (Dockerfile.job), written by sluice-dev image build."
-    return f"{header}\nSLUICE_SPARK_JARS={joined}\n"
+    ``ENV``: ``servers.spark.job_image_env``, what the stack provisioned), one
+    ``NAME=value`` line each."""
+    header = "# The job image's ENV (Dockerfile.job), written by sluice-dev."
+    return "".join(f"{line}\n" for line in (header, *(f"{k}={v}" for k, v in env.items())))
 
 
 def top_level_modules(directory: Path) -> tuple[str, ...]:
@@ -157,7 +157,7 @@ def build(
     layout: Layout,
     source: Path,
     ref: ImageRef,
-    jars: Sequence[Path],
+    image_env: Mapping[str, str],
     say: Callable[[str], None] = lambda _line: None,
 ) -> Built:
     """Install the package in ``source`` as image ``ref`` and register it."""
@@ -173,7 +173,7 @@ def build(
         _install(source, staging)
         packages = top_level_modules(staging)
         _check_packages(packages, source)
-        (staging / IMAGE_ENV_FILE).write_text(image_env_text(jars))
+        (staging / IMAGE_ENV_FILE).write_text(image_env_text(image_env))
         staging.rename(root / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -18,12 +18,12 @@ from typing import Any, Final
 import yaml
 
 from sluice_dev import procs, stack
+from sluice_dev.imagebuild import image_env_text
 from sluice_dev.kubectl import Kubectl, KubectlError
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers import nodeagent, tools
-from sluice_dev.servers.spark import NAME as SPARK_JARS
-from sluice_dev.servers.spark import spark_jars
+from sluice_dev.servers.spark import job_image_env
 
 Say = Callable[[str], None]
 CRD: Final = REPO_ROOT / "crds" / "streamingpipelines.sluice.dev.yaml"
@@ -108,13 +108,12 @@ def register_job_images(layout: Layout, image: str, versions: Sequence[str]) -> 
     """``image:version`` for each version on the node agent, as the job image: no code
     of its own (the driver's is installed) and Spark's Kafka jars where its
     ``image.env`` says. Returns the image references."""
-    stack.provision(layout, [SPARK_JARS], say=lambda _line: None)
-    jars = ",".join(str(j) for j in spark_jars(layout))
+    text = image_env_text(job_image_env(layout))
     references = []
     for version in versions:
         root = layout.stack / "images" / image.replace("/", "_") / version
         root.mkdir(parents=True, exist_ok=True)
-        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jars}\n")
+        (root / IMAGE_ENV_FILE).write_text(text)
         nodeagent.register_image(layout, f"{image}:{version}", root)
         references.append(f"{image}:{version}")
     return references

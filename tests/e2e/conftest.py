@@ -34,11 +34,11 @@ def setup(
     cassandra_contact: str,
     cassandra: Any,
     events_table: str,
-    spark_jars: tuple[Path, ...],
+    job_image_env: dict[str, str],
     tmp_path: Path,
 ) -> Iterator[Setup]:
     pool = f"pool-{uuid.uuid4().hex[:6]}"
-    images = job_images(tmp_path, spark_jars)
+    images = job_images(tmp_path, job_image_env)
     with ExitStack() as stack:
         agents = [
             stack.enter_context(

@@ -99,7 +99,7 @@ def pipelines(
     kafka_topic: Callable[..., str],
     cassandra: Any,
     cassandra_contact: str,
-    spark_jars: tuple[Path, ...],
+    job_image_env: dict[str, str],
     tmp_path: Path,
 ) -> Iterator[Fleet]:
     with fleet(
@@ -111,7 +111,7 @@ def pipelines(
         contact=cassandra_contact,
         cassandra=cassandra,
         make_topic=kafka_topic,
-        spark_jars=spark_jars,
+        job_image_env=job_image_env,
         workdir=tmp_path,
         pools={"main": 2, "fence": 2},
     ) as made:

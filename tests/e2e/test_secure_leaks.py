@@ -47,7 +47,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
     kafka_secure: Any,
     cassandra_secure: Any,
     secure_events_keyspace: str,
-    spark_jars: tuple[Path, ...],
+    job_image_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
     kafka_password, role_password = _awkward(), _awkward()
@@ -74,7 +74,7 @@ def test_secrets_reach_the_driver_and_nothing_else(
                     core,
                     tmp_path,
                     labels={"sluice.dev/pool": pool},
-                    images=job_images(tmp_path, spark_jars),
+                    images=job_images(tmp_path, job_image_env),
                 )
             )
         spec = secured(

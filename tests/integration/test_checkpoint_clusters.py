@@ -68,7 +68,7 @@ def test_two_clusters_run_the_same_pipeline_on_one_keyspace_without_fencing(
 ) -> None:
     cassandra.execute(EVENTS_TABLE.format(keyspace=events_table).replace(".events", ".events_b"))
     other = Driver(
-        tmp_path / "cluster-b", driver.pipeline, cluster="cluster-b", spark_jars=driver.spark_jars
+        tmp_path / "cluster-b", driver.pipeline, cluster="cluster-b", image_env=driver.image_env
     )
     other.workdir.mkdir()
     driver.cluster = "cluster-a"

@@ -43,7 +43,6 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
     cassandra: Any,
     events_table: str,
     driver: Driver,
-    spark_jars: tuple[Path, ...],
     tmp_path: Path,
 ) -> None:
     topic = kafka_topic(partitions=1)
@@ -71,7 +70,7 @@ def test_after_a_reset_and_from_another_pipeline_the_new_writes_replace_the_old_
     assert min(w for _, w in after_reset.values()) > max(w for _, w in old.values())
 
     (tmp_path / "other").mkdir()
-    other = Driver(tmp_path / "other", f"{driver.pipeline}-b", spark_jars=spark_jars)
+    other = Driver(tmp_path / "other", f"{driver.pipeline}-b", image_env=driver.image_env)
     try:
         run(other, "v3", 10_000)
     finally:

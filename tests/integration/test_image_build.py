@@ -24,11 +24,11 @@ EXAMPLE = REPO_ROOT / "examples" / "custom-transform"
 
 
 def test_the_example_builds_into_a_registered_directory_that_imports_it_alone(
-    layout: Layout, spark_jars: tuple[Path, ...], tmp_path: Path
+    layout: Layout, job_image_env: dict[str, str], tmp_path: Path
 ) -> None:
     local = Layout(cache=layout.cache, stack=tmp_path / "stack")
     ref = parse_reference("clickscore:0.1.0")
-    first = build(local, EXAMPLE, ref, spark_jars)
+    first = build(local, EXAMPLE, ref, job_image_env)
     assert first.packages == ("clickscore",)
     registered = json.loads(nodeagent.images_file(local).read_text())
     assert registered == {"*": None, "clickscore:0.1.0": str(first.directory)}
@@ -44,8 +44,8 @@ def test_the_example_builds_into_a_registered_directory_that_imports_it_alone(
     leftovers = [p.name for p in EXAMPLE.rglob("*") if p.name == "build" or ".egg-info" in p.name]
     assert leftovers == [], "the build leaves the user's directory as it was"
 
-    second = build(local, EXAMPLE, ref, spark_jars)
-    third = build(local, EXAMPLE, ref, spark_jars)
+    second = build(local, EXAMPLE, ref, job_image_env)
+    third = build(local, EXAMPLE, ref, job_image_env)
     registered = json.loads(nodeagent.images_file(local).read_text())
     assert registered["clickscore:0.1.0"] == str(third.directory)
     kept = sorted(p for p in third.directory.parent.iterdir())
@@ -53,10 +53,10 @@ def test_the_example_builds_into_a_registered_directory_that_imports_it_alone(
 
 
 def test_the_examples_own_tests_pass_against_the_built_image(
-    layout: Layout, spark_jars: tuple[Path, ...], tmp_path: Path
+    layout: Layout, job_image_env: dict[str, str], tmp_path: Path
 ) -> None:
     local = Layout(cache=layout.cache, stack=tmp_path / "stack")
-    built = build(local, EXAMPLE, parse_reference("clickscore:test"), spark_jars)
+    built = build(local, EXAMPLE, parse_reference("clickscore:test"), job_image_env)
     paths = [str(built.directory), os.environ.get("PYTHONPATH", "")]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],

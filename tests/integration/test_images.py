@@ -132,6 +132,14 @@ def test_the_job_images_driver_commits_and_stops_cleanly_as_the_operator_runs_it
     wait_for(committed, timeout=300, what="the driver in the image to commit the topic's end")
     rows = cassandra.execute(f"SELECT count(*) FROM {cassandra_keyspace}.events").one()[0]
     assert rows == count
+    # The class archive the build made matches the image's JVM and class path, so the
+    # driver's JVM maps it (a mismatch would be ignored and only slow the start).
+    [started] = [
+        json.loads(line)
+        for line in container.logs().splitlines()
+        if line.startswith("{") and '"spark session started"' in line
+    ]
+    assert started["class_archive"] is True, started
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as page:
         assert b"sluice_" in page.read()
     container.signal("TERM")

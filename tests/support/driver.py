@@ -88,7 +88,9 @@ class Driver:
     namespace: str = "tests"
     cluster: str = "test-cluster"
     """``SLUICE_CLUSTER_ID``: the operator's cluster id, part of the checkpoint key."""
-    spark_jars: tuple[Path, ...] = ()
+    image_env: Mapping[str, str] = field(default_factory=dict)
+    """The job image's Spark environment (the ``job_image_env`` fixture): the Kafka
+    jars and the class archive, as the image's ``ENV`` gives them to a pod."""
     runs: list[DriverRun] = field(default_factory=list)
 
     def start(
@@ -111,7 +113,7 @@ class Driver:
             "SLUICE_CLUSTER_ID": self.cluster,
             "SLUICE_EPOCH": str(epoch),
             "SLUICE_TERMINATION_LOG": str(termination),
-            "SLUICE_SPARK_JARS": ",".join(str(j) for j in self.spark_jars),
+            **self.image_env,
             "SLUICE_FAILPOINTS": failpoints,
             **(env or {}),
         }

@@ -9,7 +9,7 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from cassandra import InvalidRequest
 
 from sluice_dev.events import EventFactory
+from sluice_dev.imagebuild import image_env_text
 from sluice_dev.kubectl import Kubectl
 from sluice_dev.nodeagent.podspec import IMAGE_ENV_FILE
 from sluice_dev.paths import REPO_ROOT, Layout
@@ -32,19 +33,20 @@ JOB_IMAGE = "sluice-e2e/job"
 ENTRYPOINT = "sluice_e2e:transform"
 
 
-def job_images(workdir: Path, jars: Sequence[Path]) -> dict[str, Path]:
+def job_images(workdir: Path, image_env: Mapping[str, str]) -> dict[str, Path]:
     """``sluice-e2e/job:v1``, ``:v2`` and ``:broken`` as code roots: their transform
     module and an ``image.env`` saying where the image keeps Spark's Kafka jars and
-    its driver's code (the code the test imports, :func:`job_code`); and
+    class archive (``image_env``: the ``job_image_env`` fixture) and its driver's code
+    (the code the test imports, :func:`job_code`); and
     ``:missing``, mapped to a directory that does not exist: the node agent cannot
     "pull" it (``ErrImagePull``, then ``ImagePullBackOff``)."""
     roots: dict[str, Path] = {}
     for version in ("v1", "v2", "broken"):
         root = workdir / "images" / version
         shutil.copytree(IMAGES_ROOT / version, root, dirs_exist_ok=True)
-        jar_list = ",".join(str(j) for j in jars)
         paths = os.pathsep.join([str(root), *job_code()])
-        (root / IMAGE_ENV_FILE).write_text(f"SLUICE_SPARK_JARS={jar_list}\nPYTHONPATH={paths}\n")
+        env = {**image_env, "PYTHONPATH": paths}
+        (root / IMAGE_ENV_FILE).write_text(image_env_text(env))
         roots[f"{JOB_IMAGE}:{version}"] = root
     roots[f"{JOB_IMAGE}:missing"] = workdir / "images" / "missing"
     return roots

@@ -460,6 +460,15 @@ def spark_jars(layout: Layout) -> tuple[Path, ...]:
 
 
 @pytest.fixture(scope="session")
+def job_image_env(layout: Layout) -> dict[str, str]:
+    """The job image's Spark environment on the node agent: the Kafka jars and the
+    drivers' class archive, provisioned."""
+    from sluice_dev.servers.spark import job_image_env
+
+    return job_image_env(layout)
+
+
+@pytest.fixture(scope="session")
 def spark_session(spark_jars: tuple[Path, ...]) -> Iterator[Any]:
     """A local[2] SparkSession with Spark's Kafka source, bound to loopback only.
     Python workers run this interpreter, so they import the project's packages."""
@@ -491,12 +500,12 @@ def events_table(cassandra: Any, cassandra_keyspace: str) -> str:
 
 @pytest.fixture
 def driver(
-    tmp_path: Path, spark_jars: tuple[Path, ...], unique_name: Callable[[str], str]
+    tmp_path: Path, job_image_env: dict[str, str], unique_name: Callable[[str], str]
 ) -> Iterator[Any]:
     """Starts real driver processes for one pipeline; kills leftovers afterwards."""
     from tests.support.driver import Driver
 
-    harness = Driver(tmp_path, unique_name("p")[:50], spark_jars=spark_jars)
+    harness = Driver(tmp_path, unique_name("p")[:50], image_env=job_image_env)
     yield harness
     harness.stop_all()
 

@@ -356,7 +356,7 @@ def fleet(
     contact: str,
     cassandra: Any,
     make_topic: Callable[..., str],
-    spark_jars: tuple[Path, ...],
+    job_image_env: Mapping[str, str],
     workdir: Path,
     pools: Mapping[str, int],
 ) -> Iterator[Fleet]:
@@ -364,7 +364,7 @@ def fleet(
     holding the e2e job images. Afterwards the pipelines are deleted (while the
     operator runs), the chart uninstalled and the nodes stopped."""
     api = config.new_client_from_config(str(layout.kubeconfig))  # type: ignore[no-untyped-call]
-    images = job_images(workdir, spark_jars)
+    images = job_images(workdir, job_image_env)
     with ExitStack() as stack:
         nodes: dict[str, list[agents.PrivateAgent]] = {}
         labels = {pool: f"{pool}-{uuid.uuid4().hex[:6]}" for pool in pools}

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sluice_api import env as env_names
 from sluice_api.spec import PipelineSpec
 from sluice_dev import versions
 from sluice_dev.oci.dockerfile import Dockerfile, parse
@@ -292,6 +293,23 @@ def test_the_job_image_has_java_17() -> None:
     assert "JAVA_HOME=/opt/java/openjdk" in env
     assert "--from=jre /opt/java/openjdk /opt/java/openjdk" in file.final.all("COPY")
     assert "--from=build /opt/sluice/jars /opt/sluice/jars" in file.final.all("COPY")
+
+
+def test_the_job_image_makes_its_class_archive_with_the_runtime_it_ships() -> None:
+    """The JVM maps an archive only if its own build and class path are the ones it
+    was made with: so it is made from the same JRE and virtualenv, at the same paths
+    as the final stage has them, and the final stage names it to the driver."""
+    file = parse(JOB)
+    [build] = [s for s in file.stages if s.name == "build"]
+    assert "--from=jre /opt/java/openjdk /opt/java/openjdk" in build.all("COPY")
+    [made] = [r for r in build.all("RUN") if "sluice_job.class_archive" in r]
+    assert "JAVA_HOME=/opt/java/openjdk" in made
+    assert "/opt/venv/bin/python -m sluice_job.class_archive /opt/sluice/spark.jsa" in made
+    assert "--from=build /opt/venv /opt/venv" in file.final.all("COPY")
+    assert "--from=jre /opt/java/openjdk /opt/java/openjdk" in file.final.all("COPY")
+    assert "--from=build /opt/sluice/spark.jsa /opt/sluice/spark.jsa" in file.final.all("COPY")
+    [env] = file.final.all("ENV")
+    assert f"{env_names.SPARK_CLASS_ARCHIVE}=/opt/sluice/spark.jsa" in env
 
 
 def test_connector_jars_are_the_provisioned_ones_with_their_checksums() -> None:

@@ -72,10 +72,15 @@ def test_build_ids_sort_in_time_order_and_the_two_newest_builds_stay() -> None:
     assert stale_builds(ids[:2]) == []
 
 
-def test_the_image_env_gives_the_driver_the_jars_of_the_stack(tmp_path: Path) -> None:
-    jars = [tmp_path / "a.jar", tmp_path / "b.jar"]
-    (tmp_path / "image.env").write_text(image_env_text(jars))
-    assert read_image_env(tmp_path / "image.env") == {"SLUICE_SPARK_JARS": f"{jars[0]},{jars[1]}"}
+def test_the_image_env_gives_the_driver_the_jars_and_the_class_archive_of_the_stack(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "SLUICE_SPARK_JARS": f"{tmp_path / 'a.jar'},{tmp_path / 'b.jar'}",
+        "SLUICE_SPARK_CLASS_ARCHIVE": str(tmp_path / "spark.jsa"),
+    }
+    (tmp_path / "image.env").write_text(image_env_text(env))
+    assert read_image_env(tmp_path / "image.env") == env
 
 
 def test_the_modules_of_a_target_directory_are_its_packages_and_modules(tmp_path: Path) -> None:

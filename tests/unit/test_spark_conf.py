@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from sluice_api.spark_conf import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES
 from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import REPO_ROOT
-from sluice_job.spark import spark_conf, ui_env
+from sluice_job.spark import spark_conf, ui_env, without_class_archive
 
 pytestmark = pytest.mark.unit
 
@@ -206,3 +206,42 @@ def test_the_jvms_compile_with_c1_only_unless_the_spec_asks_for_tiered(
     assert cluster.get("spark.executor.extraJavaOptions") == executors
     local = spark_conf(with_spark(executors={"instances": 0}, **jit), {}, "app", "python")
     assert local.get("spark.driver.extraJavaOptions") == driver
+
+
+@pytest.mark.parametrize(
+    ("jit", "driver"),
+    [
+        ({}, "-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/opt/sluice/spark.jsa"),
+        ({"jit": "Tiered"}, "-XX:SharedArchiveFile=/opt/sluice/spark.jsa"),
+    ],
+)
+def test_the_driver_maps_the_images_class_archive_and_the_executors_do_not(
+    jit: dict[str, str], driver: str
+) -> None:
+    """The image's class archive (``SLUICE_SPARK_CLASS_ARCHIVE``) goes to the driver's
+    JVM beside the JIT option; executors start with another class path, which it was
+    not made for, so theirs keep the JIT option alone."""
+    archive = {"SLUICE_SPARK_CLASS_ARCHIVE": "/opt/sluice/spark.jsa"}
+    spec = with_spark(executors={"instances": 2, "cores": 1}, **jit)
+    env = {"SLUICE_SPARK_MASTER": "k8s://https://kube:443", **archive}
+    cluster = spark_conf(spec, env, "app", "python")
+    assert cluster["spark.driver.extraJavaOptions"] == driver
+    assert cluster.get("spark.executor.extraJavaOptions") == (
+        None if jit else "-XX:TieredStopAtLevel=1"
+    )
+    local = spark_conf(with_spark(executors={"instances": 0}, **jit), archive, "app", "python")
+    assert local["spark.driver.extraJavaOptions"] == driver
+
+
+def test_a_jvm_that_did_not_start_with_the_archive_starts_again_without_only_that_option() -> None:
+    conf = {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/a.jsa",
+        "spark.master": "local[1]",
+    }
+    assert without_class_archive(conf) == {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        "spark.master": "local[1]",
+    }
+    alone = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/a.jsa"}
+    assert without_class_archive(alone) == {}
+    assert without_class_archive({"spark.master": "local[1]"}) == {"spark.master": "local[1]"}

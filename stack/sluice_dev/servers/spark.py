@@ -12,20 +12,29 @@ versions of one library.
 
 Maven Central has no ``spark-token-provider-kafka-0-10`` for Spark 4.2.0; the pom
 substitutes the 4.0.0 jar and says why that is safe for non-Kerberos use.
+
+A second artifact, ``spark-class-archive``, is the drivers' class data sharing archive
+(``sluice_job.class_archive``), made with this interpreter's PySpark and the JDK its
+drivers launch; :func:`job_image_env` gives both to the job images of the node agent,
+as ``Dockerfile.job``'s ``ENV`` gives them to the real image.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
+import shutil
+import sys
 from pathlib import Path
 from typing import Final
 
+from sluice_api import env as env_names
 from sluice_dev import versions
 from sluice_dev.artifacts import Artifact
-from sluice_dev.build import STACK_SRC, BuildError, maven_copy
-from sluice_dev.paths import Layout
+from sluice_dev.build import STACK_SRC, BuildError, maven_copy, run
+from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.servers.base import Server
 
 NAME: Final = "spark-kafka"
@@ -120,5 +129,71 @@ def spark_jars(layout: Layout) -> list[Path]:
     return sorted((ARTIFACT.path(layout) / "jars").glob("*.jar"))
 
 
-ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT,)
+CLASS_ARCHIVE: Final = "spark-class-archive"
+ARCHIVE_FILE: Final = "spark.jsa"
+TRAINING: Final = REPO_ROOT / "job" / "sluice_job" / "class_archive.py"
+
+
+def _java() -> Path | None:
+    """The ``java`` a driver's PySpark launches: ``$JAVA_HOME/bin/java``, else the
+    one on ``PATH``, its links resolved."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found else None
+
+
+def _archive_settings() -> list[str]:
+    """What the JVM checks an archive against, so that another JDK or another PySpark
+    install makes a new one: the JDK's binary, and the size and time of every jar of
+    ``pyspark/jars`` (the driver's class path)."""
+    java = _java()
+    settings = [f"java {java} {java.stat().st_mtime_ns if java else ''}"]
+    jars = pyspark_jars_dir()
+    if jars is not None:
+        for jar in sorted(jars.glob("*.jar")):
+            stat = jar.stat()
+            settings.append(f"{jar.name} {stat.st_size} {stat.st_mtime_ns}")
+    return settings
+
+
+def _build_archive(target: Path) -> None:
+    """``python -m sluice_job.class_archive``, with the interpreter the drivers of the
+    node agent run (this one's)."""
+    run([sys.executable, "-m", "sluice_job.class_archive", str(target / ARCHIVE_FILE)])
+
+
+ARCHIVE_ARTIFACT: Final = Artifact(
+    CLASS_ARCHIVE,
+    versions.SPARK,
+    _build_archive,
+    recipe=(TRAINING,),
+    settings=_archive_settings,
+    compiles=True,
+)
+
+
+def class_archive(layout: Layout) -> Path:
+    """The class archive of the drivers' JVM; raises ``RuntimeError`` when it is not
+    provisioned."""
+    if not ARCHIVE_ARTIFACT.ready(layout):
+        raise RuntimeError(
+            f"{CLASS_ARCHIVE} is not provisioned in {ARCHIVE_ARTIFACT.path(layout)}; "
+            "run `sluice-dev provision`"
+        )
+    return ARCHIVE_ARTIFACT.path(layout) / ARCHIVE_FILE
+
+
+def job_image_env(layout: Layout) -> dict[str, str]:
+    """The job image's Spark environment (``Dockerfile.job``'s ``ENV``) for code roots
+    on the node agent: Spark's Kafka jars and the class archive, provisioned first."""
+    from sluice_dev import stack
+
+    stack.provision(layout, [NAME, CLASS_ARCHIVE], say=lambda _line: None)
+    return {
+        env_names.SPARK_JARS: ",".join(str(jar) for jar in spark_jars(layout)),
+        env_names.SPARK_CLASS_ARCHIVE: str(class_archive(layout)),
+    }
+
+
+ARTIFACTS: tuple[Artifact, ...] = (ARTIFACT, ARCHIVE_ARTIFACT)
 SERVERS: tuple[Server, ...] = ()
