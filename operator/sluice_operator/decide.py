@@ -319,10 +319,7 @@ def _running_steadily(
     if hot_standby.replacement_wanted(obs, spec, status, pod):
         wait = hot_standby.retry_in(spec, status.standby, obs.now)
         if wait <= 0:
-            said = (
-                f"node {pod.node} of {pod.name} is NotReady: its replacement starts now, "
-                f"promoted if the node is lost for {spec.failover.node_lost_seconds}s"
-            )
+            said = hot_standby.replacement_reason(obs, spec, pod)
             started = handover.start_standby(
                 replace(obs, status=status),
                 spec,
@@ -337,6 +334,8 @@ def _running_steadily(
             return replace(started, requeue_after=soonest)
         return running.steady(obs, status, pod, actions, settings, wait)
     silence = hot_standby.look_again_in(obs, spec, status.standby)  # it may be gone: look soon
+    if silence is None:
+        silence = hot_standby.replace_in(obs, spec, status.standby)
     return running.steady(obs, status, pod, actions, settings, silence)
 
 

@@ -42,6 +42,17 @@ this is the wait; a loaded driver's kernel still accepts its connections. With 2
 a soak's node crash took 4.4 s to the promotion at load 7.5."""
 
 
+REPLACE_SILENT_SECONDS: Final = 2.0
+"""Without a hot standby, a driver not connected to for this long while its pod says
+Running gets its replacement started (:func:`replacing`), promoted only when its node
+counts as lost or its pod ends. A crashed node's driver is silent at once, but its
+node stays Ready for the node grace (10 s in the local stack, 40 s by Kubernetes'
+default): a replacement started at the NotReady had ``nodeLostSeconds`` to start a
+JVM and was promoted in the middle of its warm-up. Longer than it takes a dead
+process's pod to say so (a SIGKILLed driver is restarted as before), so the early
+start costs a JVM only when the driver's node or network is gone or it is hung."""
+
+
 def cancel_reason(
     obs: Observed, spec: PipelineSpec, standby: Standby, current: PodView | None
 ) -> str:
@@ -51,7 +62,7 @@ def cancel_reason(
     if spec.suspend:
         return "the pipeline is suspended"
     if spec.standby == 0 and not replacing(obs, current):
-        return "spec.standby is 0 and the driver's node is Ready"
+        return "spec.standby is 0, the driver's node is Ready and the driver answers"
     if standby.spec_hash != changes.spec_hash(spec):
         return "the spec changed: the new spec's driver gets its own standby"
     if current is not None and current.exit_code == ExitCode.INVALID_CONFIG:
@@ -170,23 +181,51 @@ def look_again_in(obs: Observed, spec: PipelineSpec, standby: Standby | None) ->
 
 
 def replacing(obs: Observed, current: PodView | None) -> bool:
-    """The driver ``current`` runs on a node that is NotReady, not lost yet: without
-    a hot standby (``spec.standby: 0``), its replacement starts now, as a hot standby
-    of the running spec, and is promoted if the node counts as lost
-    (``failover.nodeLostSeconds``), or removed once the node is Ready again."""
+    """The driver ``current`` runs on a node that is NotReady, not lost yet, or has
+    not been connected to for :data:`REPLACE_SILENT_SECONDS` while its pod says
+    Running: without a hot standby (``spec.standby: 0``), its replacement starts now,
+    as a hot standby of the running spec, and is promoted if the node counts as lost
+    (``failover.nodeLostSeconds``) or the driver's pod ends, or removed once the node
+    is Ready and the driver answers again."""
     if current is None or current.terminated or current.deleting or current.node is None:
         return False
     node = obs.nodes.get(current.node)
-    return node is not None and not node.ready
+    if node is not None and not node.ready:
+        return True
+    silence = obs.driver_silent_seconds
+    return silence is not None and silence >= REPLACE_SILENT_SECONDS
+
+
+def replacement_reason(obs: Observed, spec: PipelineSpec, pod: PodView) -> str:
+    """Why the replacement of :func:`replacing` starts, for its log line and Event."""
+    node = obs.nodes.get(pod.node or "")
+    then = f"promoted if the node is lost for {spec.failover.node_lost_seconds}s or {pod.name} ends"
+    if node is not None and not node.ready:
+        return f"node {pod.node} of {pod.name} is NotReady: its replacement starts now, {then}"
+    silence = obs.driver_silent_seconds or 0.0
+    return (
+        f"{pod.name} on node {pod.node} not reached for {silence:.1f}s: its replacement "
+        f"starts now, {then}"
+    )
+
+
+def replace_in(obs: Observed, spec: PipelineSpec, standby: Standby | None) -> float | None:
+    """Seconds until a driver that is silent, but not for long enough yet, would get
+    its replacement (:func:`replacing`), so the next look comes then; ``None`` if it
+    answers, or a standby is asked for or live."""
+    silence = obs.driver_silent_seconds
+    if spec.standby > 0 or silence is None or (standby is not None and standby.live):
+        return None
+    return max(REPLACE_SILENT_SECONDS - silence, 0.2)
 
 
 def replacement_wanted(obs: Observed, spec: PipelineSpec, status: Status, pod: PodView) -> bool:
     """Start the replacement of :func:`replacing` now: no hot standby is asked for,
-    none is live, and the driver ``pod`` runs on a NotReady node. Started at the
-    NotReady, it has ``nodeLostSeconds`` to start its JVM, and claims at once when
-    promoted (a promotion cuts its warm-up short): in the soak without a standby a
-    crashed node's driver was replaced 27.0 s after the crash, its successor claiming
-    19.1 s after it (10 s of node grace, 5 of ``nodeLostSeconds``, 4 of start)."""
+    none is live, and the driver ``pod`` runs on a NotReady node or is silent. It
+    claims at once when promoted (a promotion cuts its warm-up short): in the soak
+    without a standby a crashed node's driver was replaced 27.0 s after the crash, its
+    successor claiming 19.1 s after it (10 s of node grace, 5 of ``nodeLostSeconds``,
+    4 of start), when the replacement started at the NotReady."""
     if spec.standby > 0 or (status.standby is not None and status.standby.live):
         return False
     return pod.phase is PodPhase.RUNNING and replacing(obs, pod)
