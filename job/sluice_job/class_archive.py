@@ -37,10 +37,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Final
 
 import pyarrow as pa
-from pyspark import SparkContext
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -149,9 +148,10 @@ def make(archive: Path, env: Mapping[str, str] = os.environ) -> float:
     session = spark.session(conf)
     for batch_id in range(1, ROUNDS + 1):
         _round(session, batch_id)
+    process = spark.jvm_process(session)
     session.stop()
-    gateway = cast(Any, SparkContext)._gateway
-    process = gateway.proc
+    if process is None or process.stdin is None:
+        raise RuntimeError("Spark's JVM was not launched by this process")
     # PySpark's gateway JVM exits when its standard input closes, and writes the
     # archive as it does.
     process.stdin.close()

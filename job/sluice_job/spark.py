@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import tempfile
 import threading
 import time
@@ -57,6 +58,8 @@ from sluice_api.spec import PipelineSpec
 from sluice_job import logs
 
 LOOPBACK: Final = "127.0.0.1"
+ARCHIVE_OPTION: Final = "-XX:SharedArchiveFile="
+"""The JVM option naming the class data sharing archive to map."""
 REDACTED_OPTIONS = r"(?i)url|jaas|ssl\.(key|keystore|truststore)"
 """Spark's default (``url``) and every Kafka option that can hold a secret."""
 
@@ -130,11 +133,11 @@ def jvm_options(spec: PipelineSpec, env: Mapping[str, str], *, executors: bool) 
     ``spec.spark.jit``'s (nothing for ``Tiered``, the JVM's default), and for the
     driver the image's class data sharing archive (:data:`names.SPARK_CLASS_ARCHIVE`),
     which the JVM uses when it matches its own build and class path and otherwise
-    ignores with a warning. The executors' JVMs start with another class path, which
-    the archive was not made for."""
+    ignores without a word (:func:`class_archive_mapped`). The executors' JVMs start
+    with another class path, which the archive was not made for."""
     jit = JIT_OPTIONS[spec.spark.jit]
     archive = env.get(names.SPARK_CLASS_ARCHIVE)
-    driver = " ".join(o for o in (jit, f"-XX:SharedArchiveFile={archive}" if archive else "") if o)
+    driver = " ".join(o for o in (jit, f"{ARCHIVE_OPTION}{archive}" if archive else "") if o)
     conf = {"spark.driver.extraJavaOptions": driver} if driver else {}
     if executors and jit:
         conf["spark.executor.extraJavaOptions"] = jit
@@ -200,14 +203,21 @@ def session(conf: Mapping[str, str]) -> SparkSession:
     return spark
 
 
+def jvm_process(spark: SparkSession) -> subprocess.Popen[bytes] | None:
+    """The process of the session's JVM, which PySpark launched (its gateway's);
+    ``None`` for a JVM PySpark did not launch."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    return process
+
+
 def class_archive_mapped(spark: SparkSession, archive: str | None) -> bool | None:
     """Whether the session's JVM maps ``archive`` (``None`` when there is none): the
     JVM ignores an archive that does not match it without a word, so the driver's
     log says whether it was used. Read from the JVM's memory map (Linux)."""
     if not archive:
         return None
-    gateway = getattr(spark.sparkContext, "_gateway", None)
-    process = getattr(gateway, "proc", None)
+    process = jvm_process(spark)
     if process is None:
         return False
     try:
@@ -215,9 +225,6 @@ def class_archive_mapped(spark: SparkSession, archive: str | None) -> bool | Non
     except OSError:
         return False
     return str(Path(archive).resolve()) in maps
-
-
-ARCHIVE_OPTION: Final = "-XX:SharedArchiveFile="
 
 
 def without_class_archive(conf: Mapping[str, str]) -> dict[str, str]:

@@ -22,13 +22,30 @@ RECORDS = 400
 PARTITIONS = 2
 
 
-def _session_started(run: Any) -> dict[str, Any]:
-    event: dict[str, Any] = run.wait_event(
+def _run_once(
+    driver: Driver,
+    stores: tuple[str, Any, str, Any, str],
+    seed: int,
+    env: dict[str, str] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """A driver over :data:`RECORDS` new events, drained and stopped, every event in
+    the sink once; returns its run and its "spark session started" line. ``stores``:
+    the Kafka bootstrap and topic factory, the Cassandra contact and session, the
+    events table's keyspace."""
+    bootstrap, make_topic, contact, cassandra, keyspace = stores
+    topic = make_topic(partitions=PARTITIONS)
+    produce(bootstrap, topic, RECORDS, factory=EventFactory(seed=seed))
+    pipeline = spec(bootstrap=bootstrap, topic=topic, contact=contact, keyspace=keyspace)
+    run = driver.start(pipeline, epoch=1, env=env)
+    started: dict[str, Any] = run.wait_event(
         lambda e: e.get("event") == "spark session started",
         timeout=180,
         what="the driver's Spark session",
     )
-    return event
+    ends = state.end_offsets(bootstrap, topic, PARTITIONS)
+    drain_and_stop(run, cassandra, keyspace, driver.checkpoint_key, ends)
+    assert len(state.events(cassandra, keyspace)) == RECORDS
+    return run, started
 
 
 def test_a_driver_maps_the_provisioned_class_archive(
@@ -42,18 +59,9 @@ def test_a_driver_maps_the_provisioned_class_archive(
     archive = Path(driver.image_env[names.SPARK_CLASS_ARCHIVE])
     assert archive.stat().st_size > 50 * 2**20, "Spark's classes, not an empty file"
     assert archive.stat().st_mode & 0o222 == 0, "written once, then read-only"
-    topic = kafka_topic(partitions=PARTITIONS)
-    produce(kafka_bootstrap, topic, RECORDS, factory=EventFactory(seed=3))
-    run = driver.start(
-        spec(
-            bootstrap=kafka_bootstrap, topic=topic, contact=cassandra_contact, keyspace=events_table
-        ),
-        epoch=1,
-    )
-    assert _session_started(run)["class_archive"] is True
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(run, cassandra, events_table, driver.checkpoint_key, ends)
-    assert len(state.events(cassandra, events_table)) == RECORDS
+    stores = (kafka_bootstrap, kafka_topic, cassandra_contact, cassandra, events_table)
+    _, started = _run_once(driver, stores, seed=3)
+    assert started["class_archive"] is True
 
 
 def test_a_damaged_archive_is_reported_and_the_driver_runs_without_it(
@@ -67,19 +75,9 @@ def test_a_damaged_archive_is_reported_and_the_driver_runs_without_it(
 ) -> None:
     damaged = tmp_path / "spark.jsa"
     damaged.write_bytes(Path(driver.image_env[names.SPARK_CLASS_ARCHIVE]).read_bytes()[:4096])
-    topic = kafka_topic(partitions=PARTITIONS)
-    produce(kafka_bootstrap, topic, RECORDS, factory=EventFactory(seed=4))
-    run = driver.start(
-        spec(
-            bootstrap=kafka_bootstrap, topic=topic, contact=cassandra_contact, keyspace=events_table
-        ),
-        epoch=1,
-        env={names.SPARK_CLASS_ARCHIVE: str(damaged)},
-    )
-    assert _session_started(run)["class_archive"] is False
+    stores = (kafka_bootstrap, kafka_topic, cassandra_contact, cassandra, events_table)
+    run, started = _run_once(driver, stores, seed=4, env={names.SPARK_CLASS_ARCHIVE: str(damaged)})
+    assert started["class_archive"] is False
     # A damaged archive crashes the JVM at start: the driver starts it once more without.
     [again] = [e for e in run.events() if e.get("event", "").startswith("spark's JVM did not")]
     assert str(damaged) in again["archive"]
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(run, cassandra, events_table, driver.checkpoint_key, ends)
-    assert len(state.events(cassandra, events_table)) == RECORDS
