@@ -51,6 +51,8 @@ def observation(obs: Observed) -> dict[str, Any]:
         seen["driverSilentSeconds"] = round(obs.driver_silent_seconds, 1)
     if obs.deleting:
         seen["deleting"] = True
+    if not obs.any_node_ready:
+        seen["noNodeReady"] = True
     return seen
 
 

@@ -186,11 +186,12 @@ def replacing(obs: Observed, current: PodView | None) -> bool:
     Running: without a hot standby (``spec.standby: 0``), its replacement starts now,
     as a hot standby of the running spec, and is promoted if the node counts as lost
     (``failover.nodeLostSeconds``) or the driver's pod ends, or removed once the node
-    is Ready and the driver answers again."""
+    is Ready and the driver answers again. While no node is Ready (the control
+    plane's outage, ``steps.node_lost``) only the driver's silence counts."""
     if current is None or current.terminated or current.deleting or current.node is None:
         return False
     node = obs.nodes.get(current.node)
-    if node is not None and not node.ready:
+    if node is not None and not node.ready and obs.any_node_ready:
         return True
     silence = obs.driver_silent_seconds
     return silence is not None and silence >= REPLACE_SILENT_SECONDS

@@ -352,6 +352,10 @@ class Observed:
     driver_silent_seconds: float | None = None
     """How long the current driver, which answered before, has not been connected to
     at all (``scrapes.Readings.silent_for``); ``None`` while it is (or never was)."""
+    any_node_ready: bool = True
+    """Whether any node of the cluster is Ready (the operator's node watch). With none,
+    no node counts as lost (``steps.node_lost``): every heartbeat went stale at once,
+    which is the API server's or the controller-manager's outage, not the nodes'."""
     secret_refusals: tuple[str, ...] = ()
     """Secrets the spec names that it may not use (``consent``), one line each; read
     while no driver runs (before a pod is created), and every

@@ -236,6 +236,7 @@ def observe(
         status=status,
         pods=pods,
         nodes=nodes,
+        any_node_ready=watched.any_node_ready if watched is not None else True,
         deleting=deleting or meta.get("deletionTimestamp") is not None,
         now=datetime.now(UTC),
         raw_spec=body.get("spec") or {},

@@ -48,13 +48,18 @@ def changed(status: Status, spec: PipelineSpec) -> bool:
 
 def node_lost(obs: Observed, spec: PipelineSpec, pod: PodView) -> bool:
     """Whether the node ``pod`` runs on is gone, or NotReady for at least
-    ``failover.nodeLostSeconds``; a pod on no node yet is on no lost node."""
+    ``failover.nodeLostSeconds``; a pod on no node yet is on no lost node. While no
+    node of the cluster is Ready, a NotReady node is not lost: like the node
+    lifecycle controller, which evicts nothing from a zone where every node is
+    NotReady, the operator takes that for the control plane's outage (in the soak,
+    20 s without the API server made both nodes NotReady while their drivers
+    committed)."""
     if pod.node is None:
         return False
     node = obs.nodes.get(pod.node)
     if node is None:
         return True
-    if node.ready or node.not_ready_since is None:
+    if node.ready or node.not_ready_since is None or not obs.any_node_ready:
         return False
     lost_for = (obs.now - node.not_ready_since).total_seconds()
     return lost_for >= spec.failover.node_lost_seconds
@@ -65,6 +70,8 @@ def until_node_lost(obs: Observed, pod: PodView) -> float | None:
     when failover is due, not a requeue interval later); None while it is Ready."""
     node = obs.nodes.get(pod.node) if pod.node else None
     if node is None or node.ready or node.not_ready_since is None or obs.spec is None:
+        return None
+    if not obs.any_node_ready:
         return None
     lost_for = (obs.now - node.not_ready_since).total_seconds()
     return max(obs.spec.failover.node_lost_seconds - lost_for, 0.0)

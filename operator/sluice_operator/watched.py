@@ -27,6 +27,8 @@ PipelineKey = tuple[str, str]
 class Watched:
     pods: tuple[PodView, ...] = ()
     nodes: Mapping[str, NodeView] = field(default_factory=dict)
+    any_node_ready: bool = True
+    """Whether any node the watch holds is Ready (``True`` while it holds none)."""
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[PipelineKey, PodView] | None:
@@ -50,14 +52,17 @@ def snapshot(
     nodes: Mapping[str, Iterable[NodeView]],
     key: PipelineKey,
 ) -> Watched:
-    """The pipeline's pods and their nodes, copied out of the indexes. Called on the
-    event loop, where kopf updates the indexes, so the copy is consistent."""
+    """The pipeline's pods and their nodes, copied out of the indexes, and whether any
+    node of the cluster is Ready. Called on the event loop, where kopf updates the
+    indexes, so the copy is consistent."""
     held = tuple(pods.get(key, ()))
     found: dict[str, NodeView] = {}
     for pod in held:
         if pod.node and pod.node in nodes:
             found.update((view.name, view) for view in nodes[pod.node])
-    return Watched(held, found)
+    views = [view for entries in nodes.values() for view in entries]
+    any_ready = not views or any(view.ready for view in views)
+    return Watched(held, found, any_ready)
 
 
 def pipelines_on(pods: Mapping[PipelineKey, Iterable[PodView]], node: str) -> list[PipelineKey]:

@@ -533,3 +533,71 @@ def test_a_promoted_standby_whose_control_port_was_not_up_yet_is_told_again() ->
     assert decision.requeue_after <= 1.0
     cold = decide(observed(promoted, (spare(),), spec=HOT, progress=starting))
     assert not actions_of(cold, Promote), "a driver started as no standby has no control port"
+
+
+EVERY_NODE_STALE = {
+    name: NodeView(name, False, NOW - timedelta(seconds=HOT.failover.node_lost_seconds + 1))
+    for name in ("n1", "n2")
+}
+"""After the API server was down for 20 s, the controller-manager marked every node
+NotReady at once: no heartbeat had reached it, from any node."""
+
+
+def test_with_no_node_ready_a_driver_that_answers_and_its_standby_are_left_alone() -> None:
+    """Issue 43: in the soak with a standby, a 20 s API server restart made both nodes
+    NotReady; the operator then took the standby's node for lost (StandbyFailed) and
+    the driver's (NodeLost), and replaced a driver that had kept committing by a cold
+    start: 51.6 s to the next commit. Like the node lifecycle controller, which evicts
+    nothing from a zone where every node is NotReady, no node counts as lost while no
+    node is Ready."""
+    decision = decide(
+        observed(
+            status(hot()),
+            (driver(), spare()),
+            spec=HOT,
+            nodes=EVERY_NODE_STALE,
+            any_node_ready=False,
+            progress=looping(),
+        )
+    )
+    after = written(decision)
+    assert after.driver_pod == driver().name
+    assert after.epoch == 4
+    assert after.standby is not None
+    assert after.standby.state is StandbyState.READY
+    assert not actions_of(decision, RemovePod)
+    assert not actions_of(decision, CreatePod)
+    assert "NodeLost" not in reasons(decision)
+
+
+def test_with_no_node_ready_no_replacement_starts_beside_a_driver_that_answers() -> None:
+    decision = decide(
+        observed(
+            status(spec_hash=HASH_0),
+            (driver(),),
+            spec=HOT_0,
+            nodes=EVERY_NODE_STALE,
+            any_node_ready=False,
+            progress=looping(),
+        )
+    )
+    assert not actions_of(decision, CreatePod)
+    assert written(decision).standby is None
+
+
+def test_with_no_node_ready_a_silent_driver_is_still_replaced_by_its_ready_standby() -> None:
+    """The silence is the driver's own: a crashed process or host, whatever the
+    nodes' heartbeats say."""
+    silence = hot_standby.SILENT_SECONDS + 1
+    decision = decide(
+        observed(
+            status(hot()),
+            (driver(), spare()),
+            spec=HOT,
+            nodes=EVERY_NODE_STALE,
+            any_node_ready=False,
+            driver_silent_seconds=silence,
+            standby_progress=waiting(),
+        )
+    )
+    _promoted(decision)

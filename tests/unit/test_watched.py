@@ -69,6 +69,19 @@ def test_a_snapshot_holds_the_pipelines_pods_and_their_nodes_only() -> None:
     assert watched.pipelines_on(pods, "n2") == []
 
 
+def test_a_snapshot_says_whether_any_node_of_the_cluster_is_ready() -> None:
+    """Read from every node the watch holds, not only the pipeline's: with one node
+    Ready elsewhere, a NotReady node is a node's problem; with none, the control
+    plane's (``steps.node_lost``)."""
+    mine = next(iter(watched.pod_entry(pod_body(3)).values()))  # type: ignore[union-attr]
+    pods = {KEY: [mine]}
+    some = {"n1": [NodeView("n1", False)], "n9": [NodeView("n9", True)]}
+    assert watched.snapshot(pods, some, KEY).any_node_ready is True
+    none = {"n1": [NodeView("n1", False)], "n9": [NodeView("n9", False)]}
+    assert watched.snapshot(pods, none, KEY).any_node_ready is False
+    assert watched.snapshot(pods, {}, KEY).any_node_ready is True  # no node seen yet
+
+
 def started(api: FakeApi) -> None:
     api.pipelines[KEY] = {
         "metadata": {"name": "kpis", "namespace": "ns", "uid": "u-1", "generation": 1},
