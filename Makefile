@@ -194,8 +194,9 @@ SOAK_STANDBY ?= 0,1
 soak: provision
 	$(BIN)/sluice-dev soak --events 500000 --faults 21 --standby $(SOAK_STANDBY)
 
-# The benchmark (bench/): Sluice's loop against Spark Structured Streaming and a
-# standalone client's ceiling on the local Kafka and Cassandra, left running afterwards.
+# The benchmark (bench/): Sluice's loop against Spark Structured Streaming, a Spark
+# Real-Time Mode query and a standalone client's ceiling on the local Kafka and
+# Cassandra (throughput, latency, a SIGKILL mid-run), left running afterwards.
 # Three whole runs by default (BENCH_RUNS / --runs; --smoke: one), their medians in
 # bench/results/<stamp>-summary.{json,md,png}. Options as flags, e.g.
 # `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).

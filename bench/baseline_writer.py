@@ -52,7 +52,8 @@ class Destination:
         )
 
 
-def _connect(destination: Destination) -> Session:
+def connect(destination: Destination) -> Session:
+    """The worker's session (opened on first use, cached for later tasks)."""
     global _session
     if _session is None:
         points = [point.partition(":") for point in destination.contact_points]
@@ -63,15 +64,20 @@ def _connect(destination: Destination) -> Session:
     return _session
 
 
+def prepared(session: Session, cql: str) -> PreparedStatement:
+    """The worker's prepared statement for ``cql`` (prepared on first use)."""
+    statement = _statements.get(cql)
+    if statement is None:
+        statement = _statements[cql] = session.prepare(cql)
+    return statement
+
+
 def write_partition(
     destination: Destination, columns: tuple[str, ...], timestamp: int, rows: Iterable[Any]
 ) -> None:
     """``foreachPartition``'s function: every row, one INSERT each, 64 in flight."""
-    session = _connect(destination)
-    cql = destination.insert(columns)
-    statement = _statements.get(cql)
-    if statement is None:
-        statement = _statements[cql] = session.prepare(cql)
+    session = connect(destination)
+    statement = prepared(session, destination.insert(columns))
     parameters = ((*row, timestamp) for row in rows)
     execute_concurrent_with_args(session, statement, parameters, concurrency=CONCURRENCY)
 

@@ -1,11 +1,13 @@
-"""The two contenders as child processes: Sluice's real driver and the Structured
-Streaming baseline, started with the same pipeline spec and read the same way.
+"""The contenders as child processes: Sluice's real driver, the Structured Streaming
+baseline and a Real-Time Mode query, started with the same pipeline spec and read
+the same way.
 
-Both get one spec (camelCase, as users write it): same topic, transform, sink
-table shape, per-partition cap, trigger interval and Spark resources. Sluice reads
-it from ``SLUICE_CONFIG`` as under the operator; the baseline from a JSON file
-(``bench.structured_job``). Their reports (the driver's JSON log, the baseline's
-progress file) are parsed into :class:`~bench.batches.BatchRecord` as they come.
+All get one spec (camelCase, as users write it): same topic, transform, sink table
+shape, per-partition cap, trigger interval and Spark resources. Sluice reads it from
+``SLUICE_CONFIG`` as under the operator; the Spark queries from a JSON file
+(``bench.structured_job``, ``bench.realtime_job``). Their reports (the driver's JSON
+log, the queries' progress files) are parsed into :class:`~bench.batches.BatchRecord`
+as they come.
 """
 
 from __future__ import annotations
@@ -31,10 +33,20 @@ STOP_GRACE: Final = 120.0
 class System(StrEnum):
     SLUICE = "sluice"
     STRUCTURED = "structured"
+    REALTIME = "realtime"
 
     @property
     def display(self) -> str:
-        return "Sluice" if self is System.SLUICE else "Structured Streaming"
+        return DISPLAY[self]
+
+
+DISPLAY: Final = {
+    System.SLUICE: "Sluice",
+    System.STRUCTURED: "Structured Streaming",
+    System.REALTIME: "Real-Time Mode",
+}
+JOBS: Final = {System.STRUCTURED: "bench.structured_job", System.REALTIME: "bench.realtime_job"}
+"""The module each Spark contender runs as (``python -m``)."""
 
 
 class ContenderFailedError(RuntimeError):
@@ -58,6 +70,8 @@ class Target:
     """``sink.cassandra.batchRows``; 0 leaves the spec's default."""
     sink_batch_bytes: int = 0
     """``sink.cassandra.batchBytes``; 0 leaves the spec's default."""
+    checkpoint_seconds: float = 5.0
+    """Real-Time Mode's batch duration (how often it checkpoints; not a latency)."""
 
 
 def pipeline_spec(target: Target) -> dict[str, Any]:
@@ -158,19 +172,31 @@ class Contender:
         return code
 
 
+def run_name(pipeline: str, epoch: int) -> str:
+    """A process's file names: the pipeline's, and its epoch after a restart."""
+    return pipeline if epoch == 1 else f"{pipeline}-epoch{epoch}"
+
+
 def start_sluice(
-    target: Target, pipeline: str, namespace: str, workdir: Path, env: Mapping[str, str]
+    target: Target,
+    pipeline: str,
+    namespace: str,
+    workdir: Path,
+    env: Mapping[str, str],
+    epoch: int = 1,
 ) -> Contender:
-    """The real driver, ``python -m sluice_job``, configured as the operator would."""
-    log = workdir / f"sluice-{pipeline}.log"
+    """The real driver, ``python -m sluice_job``, configured as the operator would;
+    ``epoch`` as the operator would number a replacement."""
+    name = run_name(pipeline, epoch)
+    log = workdir / f"sluice-{name}.log"
     driver_env = {
         **env,
         "SLUICE_CONFIG": json.dumps(pipeline_spec(target)),
         "SLUICE_PIPELINE": pipeline,
         "SLUICE_NAMESPACE": namespace,
         "SLUICE_CLUSTER_ID": "bench",
-        "SLUICE_EPOCH": "1",
-        "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{pipeline}.termination.json"),
+        "SLUICE_EPOCH": str(epoch),
+        "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{name}.termination.json"),
     }
     child = Child.start(
         "sluice", [sys.executable, "-m", "sluice_job"], driver_env, log, cwd=workdir
@@ -184,28 +210,40 @@ def start_sluice(
     )
 
 
-def start_structured(
-    target: Target, pipeline: str, workdir: Path, env: Mapping[str, str]
+def start_spark_query(
+    system: System,
+    target: Target,
+    pipeline: str,
+    workdir: Path,
+    env: Mapping[str, str],
+    epoch: int = 1,
 ) -> Contender:
-    """The baseline, ``python -m bench.structured_job``, on the same spec."""
-    progress = workdir / f"structured-{pipeline}.progress.jsonl"
-    config = workdir / f"structured-{pipeline}.json"
+    """A Spark query on the same spec: ``python -m bench.structured_job`` (the
+    baseline) or ``python -m bench.realtime_job`` (Real-Time Mode). A restart
+    (``epoch`` > 1) continues from the same checkpoint directory, its writes
+    versioned with that epoch."""
+    name = run_name(pipeline, epoch)
+    progress = workdir / f"{system.value}-{name}.progress.jsonl"
+    config = workdir / f"{system.value}-{name}.json"
     config.write_text(
         json.dumps(
             {
                 "spec": pipeline_spec(target),
                 "name": f"bench-{pipeline}",
-                "checkpoint_dir": str(workdir / f"structured-{pipeline}.checkpoint"),
+                "checkpoint_dir": str(workdir / f"{system.value}-{pipeline}.checkpoint"),
                 "progress_file": str(progress),
                 "max_offsets_per_trigger": target.cap * target.partitions,
+                "checkpoint_seconds": target.checkpoint_seconds,
+                "epoch": epoch,
+                "task_slots": target.partitions if system is System.REALTIME else 0,
             }
         )
     )
-    log = workdir / f"structured-{pipeline}.log"
-    argv = [sys.executable, "-m", "bench.structured_job", "--config", str(config)]
-    child = Child.start("structured", argv, env, log, cwd=workdir)
+    log = workdir / f"{system.value}-{name}.log"
+    argv = [sys.executable, "-m", JOBS[system], "--config", str(config)]
+    child = Child.start(system.value, argv, env, log, cwd=workdir)
     return Contender(
-        System.STRUCTURED,
+        system,
         child,
         JsonLines(progress),
         _structured_progress,
@@ -226,7 +264,8 @@ def start(
     namespace: str,
     workdir: Path,
     env: Mapping[str, str],
+    epoch: int = 1,
 ) -> Contender:
     if system is System.SLUICE:
-        return start_sluice(target, pipeline, namespace, workdir, env)
-    return start_structured(target, pipeline, workdir, env)
+        return start_sluice(target, pipeline, namespace, workdir, env, epoch)
+    return start_spark_query(system, target, pipeline, workdir, env, epoch)

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench.contenders import System
-from bench.report import CHECKPOINT_WHAT, COMMIT_WHAT, WRITER, WRITER_SHORT, get
+from bench.report import CHECKPOINT_WHAT, COMMIT_WHAT, WRITER, WRITER_SHORT, get, ran
 from bench.run import PHASES, TARGET
 
 
@@ -65,75 +65,122 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def columns(doc: Mapping[str, Any]) -> list[System]:
+    """The contenders shown: those that ran, Sluice and Structured Streaming always."""
+    shown = ran(doc["systems"])
+    return [s for s in System if s in shown or s in (System.SLUICE, System.STRUCTURED)]
+
+
 def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
-    s, b = doc["systems"][System.SLUICE.value], doc["systems"][System.STRUCTURED.value]
+    shown = columns(doc)
+    found = {s: doc["systems"].get(s.value) for s in shown}
     c, shares = doc["comparison"], doc.get("fraction_of_ceiling") or {}
     top = get(doc, "ceiling", "records_per_second")
 
-    def both(*path: str, digits: int = 0) -> list[str]:
-        return [_num(get(s, *path), digits), _num(get(b, *path), digits)]
+    def each(*path: str, digits: int = 0) -> list[str]:
+        return [_num(get(found[s], *path), digits) for s in shown]
+
+    def cells(render: Callable[[Any], str], *path: str) -> list[str]:
+        return [render(get(found[s], *path)) for s in shown]
 
     rows = [
-        ["Cassandra writer", WRITER_SHORT[System.SLUICE], WRITER_SHORT[System.STRUCTURED], ""],
+        ["Cassandra writer", *(WRITER_SHORT[s] for s in shown), ""],
         [
             "throughput, backlog (records/s)",
-            *both("throughput", "records_per_second"),
+            *each("throughput", "records_per_second"),
             _num(get(c, "throughput"), 2),
         ],
         [
             f"share of the ceiling ({_num(top)} rows/s)",
-            _percent(shares.get(System.SLUICE.value)),
-            _percent(shares.get(System.STRUCTURED.value)),
+            *(_percent(shares.get(s.value)) for s in shown),
             "",
         ],
         [
             "throughput without 1st batch (records/s)",
-            *both("throughput", "steady_records_per_second"),
+            *each("throughput", "steady_records_per_second"),
             _num(get(c, "throughput_steady"), 2),
         ],
-        ["backlog batches", *both("throughput", "batches"), ""],
-        ["process start to backlog done (s)", *both("throughput", "process_seconds", digits=1), ""],
+        ["backlog batches", *each("throughput", "batches"), ""],
+        ["process start to backlog done (s)", *each("throughput", "process_seconds", digits=1), ""],
         [
             "commit per batch p50 / p99 (ms)",
-            _pair(get(s, "checkpoint", "commit")),
-            _pair(get(b, "checkpoint", "commit")),
+            *cells(_pair, "checkpoint", "commit"),
             _num(get(c, "commit_p99"), 2),
         ],
         [
             "checkpoint per batch p50 / p99 (ms)",
-            _pair(get(s, "checkpoint", "total")),
-            _pair(get(b, "checkpoint", "total")),
+            *cells(_pair, "checkpoint", "total"),
             _num(get(c, "checkpoint_p99"), 2),
         ],
-        ["batches measured for checkpoint cost", *both("checkpoint", "batches"), ""],
+        ["batches measured for checkpoint cost", *each("checkpoint", "batches"), ""],
     ]
     for phase in PHASES:
-        found_s, found_b = get(s, "latency", phase), get(b, "latency", phase)
-        if found_s is None and found_b is None:
+        phases = [get(found[s], "latency", phase) for s in shown]
+        if all(p is None for p in phases):
             continue
-        rate = get(doc, "rates", phase) or get(found_s, "rate") or get(found_b, "rate")
+        rate = get(doc, "rates", phase) or next(
+            (get(p, "rate") for p in phases if p is not None), None
+        )
         rows += [
             [
                 f"latency p50 / p99 at {_num(rate)} events/s, {phase} (ms)",
-                latency_cell(found_s),
-                latency_cell(found_b),
+                *(latency_cell(p) for p in phases),
                 _num(get(c, "latency", phase, "p99"), 2),
             ],
             [
                 f"at {_num(rate)}/s: produced; probes seen / missing; behind at end",
-                pace_cell(found_s),
-                pace_cell(found_b),
+                *(pace_cell(p) for p in phases),
                 "",
             ],
         ]
+    rows += kill_rows(doc, shown, found)
     return rows
 
 
-def table(doc: Mapping[str, Any]) -> list[str]:
-    """The comparison table's lines."""
+def kill_cell(found: Mapping[str, Any] | None) -> str:
+    """Missing / duplicates / re-written of ``written`` after a SIGKILL mid-run."""
+    if not found:
+        return "-"
+    return (
+        f"{_num(found.get('missing'))} / {_num(found.get('duplicates'))} / "
+        f"{_num(found.get('rewritten'))} of {_num(found.get('written_before_restart'))}"
+    )
+
+
+def kill_rows(
+    doc: Mapping[str, Any], shown: Sequence[System], found: Mapping[System, Any]
+) -> list[list[str]]:
+    runs = [get(found[s], "kill") for s in shown]
+    if all(r is None for r in runs):
+        return []
+    p = doc["parameters"]
     return [
-        _row(["metric", "Sluice", "Structured Streaming", "Sluice / SS"]),
-        _row(["---", "---:", "---:", "---:"]),
+        [
+            f"SIGKILLed {_num(p.get('kill_after'))} s into {_num(p.get('kill_rate'))} events/s: "
+            "missing / duplicates / rows re-written",
+            *(kill_cell(r) for r in runs),
+            "",
+        ],
+        [
+            "after the kill: restarted; all rows in (s)",
+            *(
+                f"{_num(get(r, 'restart_ready_seconds'), 1)}; "
+                f"{_num(get(r, 'caught_up_seconds'), 1)}"
+                if r
+                else "-"
+                for r in runs
+            ),
+            "",
+        ],
+    ]
+
+
+def table(doc: Mapping[str, Any]) -> list[str]:
+    """The comparison table's lines: one column per contender shown, then the ratio."""
+    shown = columns(doc)
+    return [
+        _row(["metric", *(s.display for s in shown), "Sluice / SS"]),
+        _row(["---", *("---:" for _ in shown), "---:"]),
         *(_row(r) for r in table_rows(doc)),
     ]
 
@@ -144,6 +191,7 @@ def description(doc: Mapping[str, Any]) -> list[str]:
     top = doc.get("ceiling") or {}
     rates = ", ".join(f"{phase} {_num(rate)}" for phase, rate in (doc.get("rates") or {}).items())
     sink_rows, sink_bytes = p.get("sink_batch_rows") or 0, p.get("sink_batch_bytes") or 0
+    writers = "; ".join(f"{s.display}: {WRITER[s]}" for s in columns(doc))
     sink_line = (
         f" Sluice's sink batches: batchRows {sink_rows or 'default'}, batchBytes "
         f"{sink_bytes or 'default'}."
@@ -163,10 +211,9 @@ def description(doc: Mapping[str, Any]) -> list[str]:
     )
     return [
         f"{w['events']:,} JSON events on {w['partitions']} partitions; transform "
-        f"`{w['transform']}`. Writers: Sluice: {WRITER[System.SLUICE]}; Structured "
-        f"Streaming: {WRITER[System.STRUCTURED]}. Cap {w['sluice_max_records_per_partition']:,}"
+        f"`{w['transform']}`. Writers: {writers}. Cap {w['sluice_max_records_per_partition']:,}"
         f" records/partition/batch (Structured Streaming `maxOffsetsPerTrigger` "
-        f"{w['structured_max_offsets_per_trigger']:,}). Spark {m['spark']} local[2] for both; "
+        f"{w['structured_max_offsets_per_trigger']:,}). Spark {m['spark']} local[2] for all; "
         f"{m['cpus']} CPUs, load average before {m['load_average_before'][0]}, after "
         f"{m['load_average'][0]}.{sink_line}",
         "",
@@ -175,18 +222,26 @@ def description(doc: Mapping[str, Any]) -> list[str]:
         f"Latency (events/s: {rates}): {p['trigger_seconds']:g} s trigger, "
         f"{p['latency_seconds']:g} s measured after {p['warmup_seconds']:g} s warm-up, polled "
         f"every {p['poll_interval'] * 1000:g} ms. The sustainable rate is "
-        f"{p['sustained_share']:g} x the slower contender's backlog records/s, rounded down. "
-        f"*Not sustained*: at the end of producing, more than {p['behind_triggers']:g} trigger "
-        "intervals' worth of events not yet in a finished batch, or probes never seen in "
+        f"{p['sustained_share']:g} x the slower of Sluice's and Structured Streaming's backlog "
+        f"records/s, rounded down. *Not sustained*: at the end of producing, more than "
+        f"{p['behind_triggers']:g} trigger intervals' worth of events not yet in a finished "
+        "batch (Real-Time Mode: plus one batch duration, "
+        f"{p.get('realtime_checkpoint_seconds', 5.0):g} s), or probes never seen in "
         f"Cassandra {p['drain_timeout']:g} s later; no latency is shown then.",
     ]
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
-    lines = [f"## Sluice vs Spark Structured Streaming ({doc['label']} run, {doc['stamp']})", ""]
+    lines = [f"## {versus(doc)} ({doc['label']} run, {doc['stamp']})", ""]
     lines += smoke_warning(doc["label"])
     lines += [*description(doc), "", *table(doc), "", *footnotes(doc)]
     return "\n".join(lines) + "\n"
+
+
+def versus(doc: Mapping[str, Any]) -> str:
+    """The title's contenders: Sluice against the Spark queries that ran."""
+    spark = [s.display for s in columns(doc) if s is not System.SLUICE]
+    return f"Sluice vs Spark {' and '.join(spark)}"
 
 
 def smoke_warning(label: str) -> list[str]:
@@ -200,15 +255,12 @@ def smoke_warning(label: str) -> list[str]:
 
 
 def footnotes(doc: Mapping[str, Any]) -> list[str]:
+    shown = columns(doc)
     return [
-        "Commit: Sluice "
-        + COMMIT_WHAT[System.SLUICE]
-        + "; Structured Streaming "
-        + COMMIT_WHAT[System.STRUCTURED]
-        + ". Checkpoint: Sluice "
-        + CHECKPOINT_WHAT[System.SLUICE]
-        + "; Structured Streaming "
-        + CHECKPOINT_WHAT[System.STRUCTURED]
+        "Commit: "
+        + "; ".join(f"{s.display} {COMMIT_WHAT[s]}" for s in shown)
+        + ". Checkpoint: "
+        + "; ".join(f"{s.display} {CHECKPOINT_WHAT[s]}" for s in shown)
         + ".",
         "",
         targets_line(doc),

@@ -4,8 +4,9 @@ A latency figure means something only while the system keeps up with what is
 produced: a system that falls behind has a latency that grows with the phase's
 length, whatever the percentile says. So the latency phase runs at two rates:
 
-* **sustainable**: ``sustained_share`` (0.7) of the slower contender's backlog
-  records/s from the throughput phase of the same run, rounded down to two
+* **sustainable**: ``sustained_share`` (0.7) of the slower of Sluice's and Structured
+  Streaming's backlog records/s from the throughput phase of the same run (Real-Time
+  Mode runs at the rates they set; it sets them only when it runs alone), rounded down to two
   significant digits (3,742 x 0.7 = 2,619 -> 2,600 events/s): a rate both should
   sustain. Skipped when it is not below the target rate (the target then is one);
 * **target**: ``--rate`` (5,000 events/s, the issue's target), whichever contender
@@ -16,7 +17,9 @@ length, whatever the percentile says. So the latency phase runs at two rates:
 1. at the moment the last event was handed to the producer, the events produced so
    far (the priming ones included) exceed the records of the contender's batches that
    had *ended* by then by more than ``behind_triggers`` (5) trigger intervals' worth
-   of events at the phase's rate (a trigger interval counting at least 1 s). A
+   of events at the phase's rate (a trigger interval counting at least 1 s), plus,
+   for Real-Time Mode, one batch duration's worth (its rows are written long before
+   its batch ends and reports them). A
    system that keeps up is behind by about two intervals at most (the batch being
    read, the batch being written); one that cannot take the rate falls further
    behind every second (at 90 % of the rate, by 7 s' worth over a 70 s phase); or
@@ -99,9 +102,13 @@ def pacing(
     trigger_seconds: float,
     behind_triggers: float,
     probes_missing: int,
+    open_batch_seconds: float = 0.0,
 ) -> Pacing:
     """Judges a latency phase from the contender's batches (wall-clock ends, epoch
-    seconds) and when producing ended (epoch seconds)."""
+    seconds) and when producing ended (epoch seconds). ``open_batch_seconds``: the
+    length of a long-running batch that writes its records before it ends (Real-Time
+    Mode's batch duration), whose records count only once it ends: it adds to the
+    allowance, as a keeping-up contender is behind by up to one such batch."""
     processed = sum(b.records for b in batches if b.ended <= produce_ended)
-    allowed = behind_triggers * max(trigger_seconds, 1.0) * rate
+    allowed = (behind_triggers * max(trigger_seconds, 1.0) + open_batch_seconds) * rate
     return Pacing(rate, produced, processed, allowed, probes_missing)

@@ -11,12 +11,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import markdown
 from bench.contenders import System
 from bench.run import PHASES, TARGET
 
-COLORS = {System.SLUICE: "tab:blue", System.STRUCTURED: "tab:orange"}
-CHECKPOINT = {System.SLUICE: "plan + commit LWTs", System.STRUCTURED: "walCommit + commitOffsets"}
-COMMIT = {System.SLUICE: "commit LWT", System.STRUCTURED: "commitOffsets"}
+COLORS = {System.SLUICE: "tab:blue", System.STRUCTURED: "tab:orange", System.REALTIME: "tab:green"}
+CHECKPOINT = {
+    System.SLUICE: "plan + commit LWTs",
+    System.STRUCTURED: "walCommit + commitOffsets",
+    System.REALTIME: "walCommit + commitOffsets",
+}
+COMMIT = {
+    System.SLUICE: "commit LWT",
+    System.STRUCTURED: "commitOffsets",
+    System.REALTIME: "commitOffsets",
+}
 
 
 def ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -39,7 +48,9 @@ def draw(doc: Mapping[str, Any], path: Path) -> Path:
         ) from err
     figure, (latency, checkpoint) = pyplot.subplots(1, 2, figsize=(12, 4.5))
     for system in System:
-        found = doc["samples"][system.value]
+        found = doc["samples"].get(system.value)
+        if found is None:
+            continue
         color = COLORS[system]
         for phase in PHASES:
             values = found["latency_ms"].get(phase)
@@ -83,7 +94,7 @@ def draw(doc: Mapping[str, Any], path: Path) -> Path:
     for axes in (latency, checkpoint):
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
-    figure.suptitle(f"Sluice vs Structured Streaming ({doc['label']} run, {doc['stamp']})")
+    figure.suptitle(f"{markdown.versus(doc)} ({doc['label']} run, {doc['stamp']})")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     pyplot.close(figure)

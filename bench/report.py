@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from bench import ceiling
+from bench import ceiling, kill
 from bench.batches import (
     SLUICE_COMMIT,
     STRUCTURED_COMMIT,
@@ -37,19 +37,31 @@ WRITER: Final = {
         "concurrency 64, a session per Python worker; its Kafka reads keep the "
         "connector's defaults (fetch.max.wait.ms 500 ms), as a user's job would"
     ),
+    System.REALTIME: (
+        "user-written, bench.realtime_job.CassandraRows: a ForeachWriter (Real-Time Mode's "
+        "one arbitrary sink), each row sent as it arrives with one prepared INSERT ... "
+        "USING TIMESTAMP, at most 64 in flight per task, a session per Python worker"
+    ),
 }
 WRITER_SHORT: Final = {
     System.SLUICE: "its CassandraSink",
     System.STRUCTURED: "user-written: 1 INSERT per row, 64 in flight",
+    System.REALTIME: "user-written ForeachWriter: 1 INSERT per row as it comes, 64 in flight",
 }
-COMMIT_KEY: Final = {System.SLUICE: SLUICE_COMMIT, System.STRUCTURED: STRUCTURED_COMMIT}
+COMMIT_KEY: Final = {
+    System.SLUICE: SLUICE_COMMIT,
+    System.STRUCTURED: STRUCTURED_COMMIT,
+    System.REALTIME: STRUCTURED_COMMIT,
+}
 COMMIT_WHAT: Final = {
     System.SLUICE: "commit_lwt_s: the commit LWT",
     System.STRUCTURED: "durationMs.commitOffsets: commit-log write",
+    System.REALTIME: "durationMs.commitOffsets: commit-log write",
 }
 CHECKPOINT_WHAT: Final = {
     System.SLUICE: "plan LWT (plan_s) + commit LWT + batch-history INSERT (commit_s)",
     System.STRUCTURED: "durationMs.walCommit + durationMs.commitOffsets",
+    System.REALTIME: "durationMs.walCommit + durationMs.commitOffsets",
 }
 TARGETS: Final = {
     "throughput_ratio_min": 2.0,
@@ -99,6 +111,13 @@ METHOD: Final = {
         "TIMESTAMP; rows / (last acknowledgement - first write), rows counted after"
     ),
     "fraction_of_ceiling": "a contender's backlog records/s over the ceiling's rows/s",
+    "kill": (
+        "kill_rate events/s for kill_seconds on a fresh topic and table; kill_after "
+        "seconds in, the contender's process group is SIGKILLed and started again on "
+        "the same checkpoint as epoch 2; missing: produced events without a row; "
+        "duplicates: rows beyond the first per event; rewritten: rows visible before "
+        "the restart whose write version now carries epoch 2 (bench.kill)"
+    ),
 }
 
 
@@ -193,6 +212,7 @@ def system_results(outcome: Outcome, system: System) -> dict[str, Any]:
         "throughput": throughput_results(throughput),
         "checkpoint": checkpoint_results(system, _busy(throughput, *latency.values())),
         "latency": {phase: latency_results(run) for phase, run in latency.items()},
+        "kill": kill.results(outcome.kill.get(system)),
     }
 
 
@@ -255,12 +275,28 @@ def comparison(systems: Mapping[str, Any]) -> dict[str, Any]:
 def fraction_of_ceiling(
     systems: Mapping[str, Any], found: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Each contender's backlog records/s over the ceiling's rows/s."""
+    """Each contender's backlog records/s over the ceiling's rows/s (those that ran)."""
     top = get(found, "records_per_second")
-    return {
+    shares = {
         system.value: ratio(get(systems, system.value, "throughput", "records_per_second"), top)
         for system in System
     }
+    return {
+        name: share
+        for name, share in shares.items()
+        if share is not None or name in (System.SLUICE.value, System.STRUCTURED.value)
+    }
+
+
+def ran(systems: Mapping[str, Any]) -> list[System]:
+    """The contenders with figures in ``systems`` (a run's or the medians), in
+    :class:`System`'s order: Sluice, Structured Streaming, Real-Time Mode."""
+    return [
+        system
+        for system in System
+        if get(systems, system.value, "throughput") is not None
+        or get(systems, system.value, "latency")
+    ]
 
 
 def _at_most(value: float | None, limit: float) -> bool | None:

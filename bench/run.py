@@ -3,11 +3,12 @@ then the ceiling.
 
 Contenders run one at a time, in ``settings.order``, each in a fresh process:
 throughput first (the backlog topic, shared), then latency at each rate of
-``bench.pacing`` (a fresh topic per rate and contender), then the ceiling
-(``bench.ceiling``) on its own. Every contender and phase writes its own sink table,
-so rows and visibility never mix. Before each timed phase Cassandra is let finish
-its flushes and compactions (``fixtures.quiesce``). A run uses fresh topics and a
-fresh keyspace, deleted at its end: runs of ``--runs`` never share data.
+``bench.pacing`` (a fresh topic per rate and contender), then a kill mid-run
+(``bench.kill``), then the ceiling (``bench.ceiling``) on its own. Every contender
+and phase writes its own sink table, so rows and visibility never mix. Before each
+timed phase Cassandra is let finish its flushes and compactions
+(``fixtures.quiesce``). A run uses fresh topics and a fresh keyspace, deleted at its
+end: runs of ``--runs`` never share data.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from pathlib import Path
 
 from cassandra.cluster import Session
 
-from bench import ceiling, fixtures, pacing
+from bench import ceiling, fixtures, kill, pacing
 from bench.batches import BatchRecord
 from bench.ceiling import CeilingRun
 from bench.contenders import Contender, System, Target, child_env, start
 from bench.fixtures import BACKLOG_SEED, BOOTSTRAP, CONTACT, Names, Topics
+from bench.kill import KillRun
 from bench.live import Pace, Poller, Produced, produce_paced
 from bench.pacing import Pacing
 from bench.settings import Settings
@@ -39,7 +41,7 @@ Say = Callable[[str], None]
 START_TIMEOUT = 300.0
 PRIME_START = 1_000_000_000
 """Sequence numbers of priming events: far from the paced ones, so ids never clash."""
-LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12}
+LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12, System.REALTIME: 13}
 SUSTAINABLE = "sustainable"
 TARGET = "target"
 PHASES = (SUSTAINABLE, TARGET)
@@ -77,12 +79,17 @@ class Outcome:
     rates: dict[str, float] = field(default_factory=dict)
     """The latency phases that ran (``PHASES``) and their rates."""
     latency: dict[str, dict[System, LatencyRun]] = field(default_factory=dict)
+    kill: dict[System, KillRun] = field(default_factory=dict)
     ceiling: CeilingRun | None = None
 
 
 def latency_rates(settings: Settings, throughput: dict[System, ThroughputRun]) -> dict[str, float]:
-    """The latency phases to run and their rates (``bench.pacing``)."""
-    figures = [records_per_second(throughput.get(system)) for system in settings.order]
+    """The latency phases to run and their rates (``bench.pacing``): the sustainable
+    one from Sluice's and Structured Streaming's backlog rates (Real-Time Mode's
+    only when it ran alone)."""
+    ran = [s for s in settings.order if s in throughput]
+    micro_batch = [s for s in ran if s is not System.REALTIME] or ran
+    figures = [records_per_second(throughput[s]) for s in micro_batch]
     share = pacing.sustainable_rate(figures, settings.sustained_share, settings.rate)
     rates = {SUSTAINABLE: share} if share is not None else {}
     return {**rates, TARGET: settings.rate}
@@ -123,11 +130,12 @@ class Bench:
             driver_memory=s.driver_memory,
             sink_batch_rows=s.sink_batch_rows,
             sink_batch_bytes=s.sink_batch_bytes,
+            checkpoint_seconds=s.realtime_checkpoint_seconds,
         )
 
-    def start(self, system: System, target: Target, pipeline: str) -> Contender:
+    def start(self, system: System, target: Target, pipeline: str, epoch: int = 1) -> Contender:
         namespace = f"bench-{self.outcome.names.run}"
-        return start(system, target, pipeline, namespace, self.outcome.logs, self.env)
+        return start(system, target, pipeline, namespace, self.outcome.logs, self.env, epoch)
 
     def produce_backlog(self) -> str:
         s = self.settings
@@ -197,6 +205,7 @@ class Bench:
             trigger_seconds=s.trigger_seconds,
             behind_triggers=s.behind_triggers,
             probes_missing=poller.waiting,
+            open_batch_seconds=s.realtime_checkpoint_seconds if system is System.REALTIME else 0,
         )
         run = LatencyRun(
             contender.batches,
@@ -225,6 +234,54 @@ class Bench:
         produce(BOOTSTRAP, topic, count, start=PRIME_START, factory=factory)
         contender.wait(lambda c: c.records >= count, START_TIMEOUT, "priming batch")
         return count
+
+    def kill(self, system: System) -> KillRun:
+        """The kill phase (``bench.kill``): SIGKILLed mid-run, restarted, checked."""
+        s = self.settings
+        self.quiesce()
+        topic = self.topics.create(self.outcome.names.topic(f"kill-{system.value}"), s.partitions)
+        table = kill_table(system)
+        target = self.target(topic, table, s.trigger_seconds)
+
+        def begin(epoch: int) -> Contender:
+            contender = self.start(system, target, "kill", epoch)
+            try:
+                contender.wait(lambda c: c.ready, START_TIMEOUT, "start")
+            except BaseException:
+                contender.child.kill()
+                raise
+            return contender
+
+        first = begin(1)
+        try:
+            primed = self._prime(system, topic, first, s.kill_rate)
+        except BaseException:
+            first.child.kill()
+            raise
+        plan = kill.Plan(
+            s.kill_rate, s.kill_seconds, s.kill_after, s.drain_timeout, LIVE_SEEDS[system]
+        )
+        found = kill.measure(
+            self.session,
+            self.keyspace,
+            table,
+            BOOTSTRAP,
+            topic,
+            plan,
+            first,
+            begin,
+            range(PRIME_START, PRIME_START + primed),
+        )
+        c = found.check
+        caught = found.caught_up_seconds
+        after = "never caught up" if caught is None else f"caught up {caught:.1f}s after the kill"
+        self.say(
+            f"{system.display}: killed {found.killed_after:.1f}s into producing, restarted in "
+            f"{found.restart_ready_seconds:.1f}s, {after}"
+            f": {c.missing} missing, {c.duplicates} duplicates, {c.rewritten} of "
+            f"{c.written_before_restart:,} rows written before the kill written again"
+        )
+        return found
 
     def ceiling(self) -> CeilingRun:
         self.quiesce()
@@ -258,6 +315,10 @@ def live_table(phase: str, system: System) -> str:
     return f"live_{phase}_{system.value}"
 
 
+def kill_table(system: System) -> str:
+    return f"kill_{system.value}"
+
+
 @contextmanager
 def _stopped_on_exit(contender: Contender) -> Iterator[Contender]:
     """Stops the contender cleanly after the block; kills it if the block failed."""
@@ -286,6 +347,7 @@ def run(settings: Settings, say: Say) -> Outcome:
     tables = [
         *(f"backlog_{s.value}" for s in System),
         *(live_table(phase, s) for phase in PHASES for s in System),
+        *(kill_table(s) for s in System),
         ceiling.TABLE,
     ]
     with fixtures.cassandra_session(CONTACT) as session:
@@ -308,6 +370,13 @@ def run(settings: Settings, say: Say) -> Outcome:
                     outcome.latency.setdefault(phase, {})[system] = bench.latency(
                         system, phase, rate
                     )
+            if settings.kill_seconds > 0:
+                for system in settings.order:
+                    say(
+                        f"kill: {system.display} at {settings.kill_rate:,.0f} events/s, "
+                        f"SIGKILLed {settings.kill_after:g}s in"
+                    )
+                    outcome.kill[system] = bench.kill(system)
             say(f"ceiling: a standalone client writes {settings.ceiling_plan().rows:,} rows")
             outcome.ceiling = bench.ceiling()
         finally:

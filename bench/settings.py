@@ -41,12 +41,20 @@ class Settings:
     trigger_seconds: float = 1.0
     sample_every: int = 100
     poll_interval: float = 0.05
-    order: tuple[System, ...] = (System.STRUCTURED, System.SLUICE)
+    order: tuple[System, ...] = (System.STRUCTURED, System.REALTIME, System.SLUICE)
+    realtime_checkpoint_seconds: float = 5.0
+    """Real-Time Mode's batch duration: how often it checkpoints (at least 5 s)."""
     driver_memory: str = "2g"
     run_timeout: float = 1800.0
     """The baseline's per-row writer drained 1,100-1,900 records/s in smoke runs on a
     busy 2-CPU machine: a million records can take 15 minutes."""
     drain_timeout: float = 60.0
+    kill_rate: float = 2_000.0
+    """Events/s of the kill phase (``bench.kill``): below every contender's backlog rate."""
+    kill_seconds: float = 30.0
+    """Seconds produced in the kill phase; 0 skips it."""
+    kill_after: float = 12.0
+    """Seconds into producing when the contender is SIGKILLed."""
     ceiling_rows: int = 0
     """Rows the ceiling writes; 0: ``events``."""
     ceiling_processes: int = 0
@@ -69,6 +77,11 @@ class Settings:
             raise ValueError(f"runs must be at least 1, not {self.runs}")
         if not 0.0 < self.sustained_share <= 1.0:
             raise ValueError(f"sustained share must be in (0, 1], not {self.sustained_share}")
+        if self.kill_seconds > 0 and not 0 < self.kill_after < self.kill_seconds:
+            raise ValueError(
+                f"kill after must be within the kill phase's {self.kill_seconds:g} s, "
+                f"not {self.kill_after:g}"
+            )
         if self.behind_triggers <= 0:
             raise ValueError(f"behind triggers must be positive, not {self.behind_triggers}")
 
@@ -94,6 +107,8 @@ SMOKE: Final[dict[str, Any]] = {
     "cap": 5_000,
     "latency_seconds": 15.0,
     "warmup_seconds": 5.0,
+    "kill_seconds": 16.0,
+    "kill_after": 6.0,
     "run_timeout": 600.0,
     "ceiling_rows": 50_000,
     "runs": 1,
@@ -114,9 +129,13 @@ FLAGS: Final = {
     "trigger_seconds": "micro-batch interval of the latency phase",
     "sample_every": "every n-th event of the latency phase is a probe",
     "poll_interval": "seconds between visibility polls of Cassandra",
-    "driver_memory": "spark.driver.memory of both contenders",
+    "realtime_checkpoint_seconds": "Real-Time Mode's batch duration (its checkpoint interval)",
+    "driver_memory": "spark.driver.memory of every contender",
     "run_timeout": "seconds a contender may take to drain the backlog",
     "drain_timeout": "seconds to wait for the last probes after producing",
+    "kill_rate": "events/s of the kill phase",
+    "kill_seconds": "seconds produced in the kill phase (0: no kill phase)",
+    "kill_after": "seconds into the kill phase's producing when the contender is SIGKILLed",
     "ceiling_rows": "rows the ceiling writes (0: --events)",
     "ceiling_processes": "client processes of the ceiling (0: the CPU count)",
     "ceiling_concurrency": "requests in flight per ceiling process",
@@ -138,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
         kind = type(getattr(Settings(), name))
         flag = "--" + name.replace("_", "-")
         result.add_argument(flag, type=kind, default=None, help=f"{text} (BENCH_{name.upper()})")
-    result.add_argument("--order", default=None, help="comma-separated: structured,sluice")
+    result.add_argument("--order", default=None, help="comma-separated: structured,realtime,sluice")
     result.add_argument("--results", type=Path, default=None, help="results directory")
     result.add_argument("--no-verify", action="store_true", help="skip counting sink rows")
     result.add_argument("--keep", action="store_true", help="keep topics and keyspace")

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -54,8 +54,9 @@ from sluice_job.reader import BATCH_ID_COLUMN
 from sluice_job.write_order import next_version, write_version
 
 EPOCH = 1
-"""The baseline's write versions use epoch 1, as the benchmark's Sluice driver does,
-and the batch's start on the wall clock, as the driver's plan does."""
+"""The baseline's write versions use epoch 1, as the benchmark's Sluice driver does
+(``epoch`` in the config after a restart), and the batch's start on the wall clock,
+as the driver's plan does."""
 
 
 class ProgressFile(StreamingQueryListener):
@@ -109,11 +110,12 @@ def start(session: SparkSession, config: Mapping[str, Any]) -> StreamingQuery:
     function = transform.load(spec.transform.entrypoint)
     options = spec.transform.options
     target = destination(spec)
+    epoch = int(config.get("epoch", EPOCH))
 
     def write_batch(frame: DataFrame, batch_id: int) -> None:
         records = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))
         result = transform.apply(function, records, options)
-        version = write_version(next_version(0, time.time()), EPOCH)
+        version = write_version(next_version(0, time.time()), epoch)
         baseline_writer.write(result.output, target, version)
 
     query = (
@@ -140,21 +142,34 @@ def watch(query: StreamingQuery, stop: threading.Event) -> Exception | None:
     return None
 
 
-def run(config: Mapping[str, Any], stop: threading.Event) -> int:
+Start = Callable[[SparkSession, Mapping[str, Any]], StreamingQuery]
+
+
+def run(
+    config: Mapping[str, Any],
+    stop: threading.Event,
+    start_query: Start | None = None,
+    what: str = "structured streaming query",
+    conf_extra: Mapping[str, str] | None = None,
+) -> int:
+    """Runs the query ``start_query`` starts (this module's :func:`start` by default)
+    until SIGTERM or its end, its progress reports appended to the progress file;
+    ``conf_extra`` overrides the driver's Spark settings."""
+    begin = start_query or start
     spec = PipelineSpec.model_validate(config["spec"])
     conf = spark.spark_conf(spec, os.environ, str(config["name"]), sys.executable)
-    session = spark.session(conf)
+    session = spark.session({**conf, **(conf_extra or {})})
     with Path(config["progress_file"]).open("a") as out:
         listener = ProgressFile(out)
         session.streams.addListener(listener)
         try:
-            query = start(session, config)
+            query = begin(session, config)
             listener.write({"event": "started", "id": str(query.id)})
             failure = watch(query, stop)
         finally:
             session.stop()
     if failure is not None:
-        print(f"structured streaming query failed: {failure}", file=sys.stderr)
+        print(f"{what} failed: {failure}", file=sys.stderr)
         return 1
     return 0
 
@@ -164,13 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, required=True)
     args = parser.parse_args(argv)
     config = json.loads(args.config.read_text())
+    return run(config, on_sigterm_set())
+
+
+def on_sigterm_set() -> threading.Event:
+    """An event that SIGTERM sets (the query then stops and the process exits)."""
     stop = threading.Event()
 
     def on_sigterm(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    return run(config, stop)
+    return stop
 
 
 if __name__ == "__main__":

@@ -68,7 +68,9 @@ def latency_only_when_sustained(phase: Mapping[str, Any] | None) -> Mapping[str,
 def median_systems(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for system in System:
-        found = [doc["systems"][system.value] for doc in docs]
+        found = [doc["systems"][system.value] for doc in docs if system.value in doc["systems"]]
+        if not found:
+            continue
         medians = median_of([{k: v for k, v in f.items() if k != "latency"} for f in found])
         latency = {}
         for phase in PHASES:
@@ -113,9 +115,10 @@ def run_row(doc: Mapping[str, Any]) -> dict[str, Any]:
                     for key in RUN_LATENCY
                 }
                 for phase in PHASES
-                if get(doc["systems"][system.value], "latency", phase) is not None
+                if get(doc["systems"], system.value, "latency", phase) is not None
             }
             for system in System
+            if system.value in doc["systems"]
         },
     }
 
@@ -205,11 +208,10 @@ def to_markdown(found: Mapping[str, Any]) -> str:
     summary = {**found, **found["summary"]}  # the run documents' shape, with medians
     runs = summary["runs"]
     title = (
-        f"## Sluice vs Spark Structured Streaming: median of {runs} runs "
+        f"## {markdown.versus(summary)}: median of {runs} runs "
         f"({summary['label']}, {summary['stamp']})"
         if runs > 1
-        else f"## Sluice vs Spark Structured Streaming ({summary['label']} run, "
-        f"{summary['median_run']})"
+        else f"## {markdown.versus(summary)} ({summary['label']} run, {summary['median_run']})"
     )
     lines = [title, "", *markdown.smoke_warning(summary["label"])]
     lines += [*markdown.description(summary), ""]

@@ -12,18 +12,17 @@ from typing import Any
 import pytest
 
 from bench import baseline_writer, markdown, report, summary
-from bench.batches import BatchRecord, from_sluice, from_structured
-from bench.ceiling import CeilingRun, Plan, Written, row_values, shares
+from bench.batches import from_sluice, from_structured
+from bench.ceiling import row_values, shares
 from bench.contenders import System, Target, pipeline_spec
-from bench.fixtures import Names
-from bench.live import Produced
 from bench.pacing import Pacing, pacing, round_down, sustainable_rate
 from bench.processes import JsonLines
-from bench.run import SUSTAINABLE, TARGET, LatencyRun, Outcome, ThroughputRun, latency_rates
+from bench.run import SUSTAINABLE, TARGET, latency_rates
 from bench.settings import Settings, from_args
 from bench.stats import Span, Summary, percentile, window
 from sluice_api.spec import PipelineSpec
 from sluice_dev.events import EventFactory, normalised_page
+from tests.support.bench_outcomes import batch, outcome
 
 pytestmark = pytest.mark.unit
 
@@ -132,46 +131,6 @@ def test_both_contenders_get_a_valid_pipeline_spec() -> None:
     assert spec.trigger.interval_seconds == 1.0
 
 
-def _batch(start: float, records: int, checkpoint: dict[str, float]) -> BatchRecord:
-    return BatchRecord(start, start + 1.0, records, checkpoint, {"batch": 1.0})
-
-
-def _latency(latencies: list[float], rate: float, lag: int, missing: int = 0) -> LatencyRun:
-    """A latency phase that ended ``lag`` events behind (allowance: 5 s' worth)."""
-    paced = Pacing(rate, 10_000, 10_000 - lag, 5 * rate, missing)
-    return LatencyRun([], latencies, Produced(100, 3, 1.0), missing, 10, 0, 1.0, paced)
-
-
-def outcome(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> Outcome:
-    """Sluice drains 1,000 records in 2 s, Structured Streaming in 4 s; the ceiling
-    writes 1,000 rows in 1 s; at the target rate Structured Streaming ends
-    ``structured_lag`` events behind."""
-    result = Outcome(Names("20261122T050000Z", "run"), Path("/tmp/logs"), backlog_seconds=3.0)
-    sluice = {"commit": 0.004, "plan": 0.005}
-    structured = {"walCommit": 0.02, "commitOffsets": 0.015}
-    per_batch = int(sluice_rate)
-    result.throughput = {
-        System.SLUICE: ThroughputRun([_batch(t, per_batch, sluice) for t in (0, 1)], 30.0, 1000),
-        System.STRUCTURED: ThroughputRun(
-            [_batch(t, 250, structured) for t in (0, 1, 2, 3)], 35.0, 1000
-        ),
-    }
-    result.rates = {SUSTAINABLE: 170.0, TARGET: 5000.0}
-    result.latency = {
-        SUSTAINABLE: {
-            System.SLUICE: _latency([0.9, 1.0, 1.1], 170.0, 0),
-            System.STRUCTURED: _latency([1.2, 1.3], 170.0, 0),
-        },
-        TARGET: {
-            System.SLUICE: _latency([1.0, 1.2, 1.4], 5000.0, 0),
-            System.STRUCTURED: _latency([1.5, 1.7], 5000.0, structured_lag, missing=1),
-        },
-    }
-    written = [Written(100.0, 100.5, 600, 12, 0), Written(100.2, 101.0, 400, 8, 1)]
-    result.ceiling = CeilingRun(Plan(1000, 2), written, 1000)
-    return result
-
-
 def _doc(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> dict[str, Any]:
     settings = Settings(events=1000, label="smoke")
     found = outcome(sluice_rate=sluice_rate, structured_lag=structured_lag)
@@ -252,7 +211,7 @@ def test_the_sustainable_rate_is_a_round_share_of_the_slower_contender() -> None
 
 
 def test_a_contender_fell_behind_when_its_finished_batches_lag_the_producer() -> None:
-    batches = [_batch(t, 1000, {}) for t in range(10)]  # ends 1..10, 1,000 records each
+    batches = [batch(t, 1000, {}) for t in range(10)]  # ends 1..10, 1,000 records each
 
     def judged(produced: int, missing: int = 0) -> Pacing:
         return pacing(
