@@ -22,6 +22,7 @@ the table (:func:`check`, pure):
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -30,6 +31,7 @@ from typing import Any, Final
 
 from cassandra.cluster import Session
 
+from bench import fixtures
 from bench.contenders import Contender
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
@@ -124,17 +126,20 @@ def measure(
     ready. The topic and table exist."""
     count = int(plan.rate * plan.seconds)
     stop = threading.Event()
-    sent: list[int] = []
 
     def producing() -> None:
         factory = EventFactory(plan.seed)
-        sent.append(produce(bootstrap, topic, count, rate=plan.rate, factory=factory, stop=stop))
+        produce(bootstrap, topic, count, rate=plan.rate, factory=factory, stop=stop)
 
     try:
         producer = threading.Thread(target=producing, daemon=True)
         began = time.monotonic()
         producer.start()
-        _wait(lambda: time.monotonic() - began >= plan.kill_after, first, plan.kill_after + 60)
+        first.wait(
+            lambda _: time.monotonic() - began >= plan.kill_after,
+            plan.kill_after + 60,
+            "kill time",
+        )
     except BaseException:
         stop.set()
         first.child.kill()
@@ -152,7 +157,7 @@ def measure(
         deadline = time.monotonic() + plan.drain_timeout
         while time.monotonic() < deadline:
             second.poll()
-            if len(read_rows(session, keyspace, table)) >= len(expected):
+            if fixtures.count_rows(session, keyspace, table) >= len(expected):
                 caught_up = time.monotonic() - killed
                 break
             time.sleep(1.0)
@@ -169,27 +174,12 @@ def measure(
     )
 
 
-def _wait(done: Callable[[], bool], contender: Contender, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        contender.poll()
-        if time.monotonic() > deadline:
-            raise TimeoutError("the kill phase's producer did not reach the kill time")
-        time.sleep(0.2)
-
-
 def results(run: KillRun | None) -> dict[str, Any] | None:
     """The phase's figures as plain JSON values."""
     if run is None:
         return None
-    c = run.check
     return {
-        "expected": c.expected,
-        "rows": c.rows,
-        "missing": c.missing,
-        "duplicates": c.duplicates,
-        "rewritten": c.rewritten,
-        "written_before_restart": c.written_before_restart,
+        **dataclasses.asdict(run.check),
         "killed_after_seconds": round(run.killed_after, 2),
         "produced_before_kill": run.produced_before_kill,
         "restart_ready_seconds": round(run.restart_ready_seconds, 2),

@@ -46,19 +46,18 @@ from typing import Any, Final
 
 from cassandra.cluster import ResponseFuture, Session
 from cassandra.query import PreparedStatement
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bench import baseline_writer, structured_job
-from bench.structured_job import destination, on_sigterm_set
+from bench.structured_job import destination, epoch_of, on_sigterm_set, stream
 from sluice_api.spec import PipelineSpec
 from sluice_job import transform
 from sluice_job.reader import BATCH_ID_COLUMN
 from sluice_job.write_order import next_version, write_version
 
-EPOCH: Final = 1
-IN_FLIGHT: Final = 64
+IN_FLIGHT: Final = baseline_writer.CONCURRENCY
 """Writes in flight per task, as the baseline's ``execute_concurrent`` keeps."""
 DEFAULT_CHECKPOINT_SECONDS: Final = 5.0
 """Real-Time Mode's smallest batch duration (``realTimeMode.minBatchDuration``)."""
@@ -106,26 +105,13 @@ class CassandraRows:
             raise error
 
 
-def stream(session: SparkSession, spec: PipelineSpec) -> DataFrame:
-    source = spec.kafka
-    return (
-        session.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", source.bootstrap_servers)
-        .option("subscribe", ",".join(source.topics))
-        .option("startingOffsets", source.starting_offsets.value)
-        .option("failOnDataLoss", "true")
-        .option("includeHeaders", "true")
-        .load()
-    )
-
-
 def start(session: SparkSession, config: Mapping[str, Any]) -> StreamingQuery:
     spec = PipelineSpec.model_validate(config["spec"])
     function = transform.load(spec.transform.entrypoint)
-    records = stream(session, spec).withColumn(BATCH_ID_COLUMN, F.lit(0).cast("long"))
+    records = stream(session, spec, None).withColumn(BATCH_ID_COLUMN, F.lit(0).cast("long"))
     output = transform.apply(function, records, spec.transform.options).output
     seconds = float(config.get("checkpoint_seconds", DEFAULT_CHECKPOINT_SECONDS))
-    rows = CassandraRows(destination(spec), tuple(output.columns), int(config.get("epoch", EPOCH)))
+    rows = CassandraRows(destination(spec), tuple(output.columns), epoch_of(config))
     writer = output.writeStream.foreach(rows)
     # PySpark 4.2's overloads of trigger() do not list realTime, which it takes.
     real_time: Any = writer.outputMode("update")

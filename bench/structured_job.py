@@ -84,18 +84,26 @@ class ProgressFile(StreamingQueryListener):
         self.write({"event": "terminated", "exception": event.exception})
 
 
-def stream(session: SparkSession, spec: PipelineSpec, max_offsets: int) -> DataFrame:
+def stream(session: SparkSession, spec: PipelineSpec, max_offsets: int | None) -> DataFrame:
+    """The Kafka stream of the spec's topics; ``max_offsets`` caps a trigger
+    (``None``: no cap, as a real-time batch reads whatever arrives while it runs)."""
     source = spec.kafka
-    return (
+    reader = (
         session.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
         .option("subscribe", ",".join(source.topics))
         .option("startingOffsets", source.starting_offsets.value)
-        .option("maxOffsetsPerTrigger", str(max_offsets))
         .option("failOnDataLoss", "true")
         .option("includeHeaders", "true")
-        .load()
     )
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return reader.load()
+
+
+def epoch_of(config: Mapping[str, Any]) -> int:
+    """The epoch the query's write versions carry: 1, or a restart's (``epoch``)."""
+    return int(config.get("epoch", EPOCH))
 
 
 def destination(spec: PipelineSpec) -> baseline_writer.Destination:
@@ -110,7 +118,7 @@ def start(session: SparkSession, config: Mapping[str, Any]) -> StreamingQuery:
     function = transform.load(spec.transform.entrypoint)
     options = spec.transform.options
     target = destination(spec)
-    epoch = int(config.get("epoch", EPOCH))
+    epoch = epoch_of(config)
 
     def write_batch(frame: DataFrame, batch_id: int) -> None:
         records = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long"))

@@ -98,26 +98,11 @@ def test_the_kill_phase_must_kill_within_its_production() -> None:
 
 def test_real_time_modes_open_batch_adds_one_batch_duration_to_the_allowance() -> None:
     ended = [batch(0.0, 5_000, {})]  # ends at 1.0; the open batch's rows are not counted
-    micro = pacing(
-        ended,
-        produced=40_000,
-        produce_ended=10.0,
-        rate=5_000.0,
-        trigger_seconds=1.0,
-        behind_triggers=5.0,
-        probes_missing=0,
-    )
+    phase = {"produced": 40_000, "produce_ended": 10.0, "rate": 5_000.0}
+    judged = {"trigger_seconds": 1.0, "behind_triggers": 5.0, "probes_missing": 0}
+    micro = pacing(ended, **phase, **judged)
     assert not micro.sustained  # 7 s behind, 5 s allowed
-    real_time = pacing(
-        ended,
-        produced=40_000,
-        produce_ended=10.0,
-        rate=5_000.0,
-        trigger_seconds=1.0,
-        behind_triggers=5.0,
-        probes_missing=0,
-        open_batch_seconds=5.0,
-    )
+    real_time = pacing(ended, **phase, **judged, open_batch_seconds=5.0)
     assert real_time.sustained  # 7 s behind, 5 s + one 5 s batch allowed
 
 

@@ -543,6 +543,11 @@ EVERY_NODE_STALE = {
 NotReady at once: no heartbeat had reached it, from any node."""
 
 
+def disrupted(start: Status, pods: tuple[PodView, ...], **kw: Any) -> Decision:
+    """The decision while every node is NotReady (``EVERY_NODE_STALE``)."""
+    return decide(observed(start, pods, nodes=EVERY_NODE_STALE, any_node_ready=False, **kw))
+
+
 def test_with_no_node_ready_a_driver_that_answers_and_its_standby_are_left_alone() -> None:
     """Issue 43: in the soak with a standby, a 20 s API server restart made both nodes
     NotReady; the operator then took the standby's node for lost (StandbyFailed) and
@@ -550,16 +555,7 @@ def test_with_no_node_ready_a_driver_that_answers_and_its_standby_are_left_alone
     start: 51.6 s to the next commit. Like the node lifecycle controller, which evicts
     nothing from a zone where every node is NotReady, no node counts as lost while no
     node is Ready."""
-    decision = decide(
-        observed(
-            status(hot()),
-            (driver(), spare()),
-            spec=HOT,
-            nodes=EVERY_NODE_STALE,
-            any_node_ready=False,
-            progress=looping(),
-        )
-    )
+    decision = disrupted(status(hot()), (driver(), spare()), spec=HOT, progress=looping())
     after = written(decision)
     assert after.driver_pod == driver().name
     assert after.epoch == 4
@@ -571,16 +567,7 @@ def test_with_no_node_ready_a_driver_that_answers_and_its_standby_are_left_alone
 
 
 def test_with_no_node_ready_no_replacement_starts_beside_a_driver_that_answers() -> None:
-    decision = decide(
-        observed(
-            status(spec_hash=HASH_0),
-            (driver(),),
-            spec=HOT_0,
-            nodes=EVERY_NODE_STALE,
-            any_node_ready=False,
-            progress=looping(),
-        )
-    )
+    decision = disrupted(status(spec_hash=HASH_0), (driver(),), spec=HOT_0, progress=looping())
     assert not actions_of(decision, CreatePod)
     assert written(decision).standby is None
 
@@ -589,15 +576,11 @@ def test_with_no_node_ready_a_silent_driver_is_still_replaced_by_its_ready_stand
     """The silence is the driver's own: a crashed process or host, whatever the
     nodes' heartbeats say."""
     silence = hot_standby.SILENT_SECONDS + 1
-    decision = decide(
-        observed(
-            status(hot()),
-            (driver(), spare()),
-            spec=HOT,
-            nodes=EVERY_NODE_STALE,
-            any_node_ready=False,
-            driver_silent_seconds=silence,
-            standby_progress=waiting(),
-        )
+    decision = disrupted(
+        status(hot()),
+        (driver(), spare()),
+        spec=HOT,
+        driver_silent_seconds=silence,
+        standby_progress=waiting(),
     )
     _promoted(decision)
