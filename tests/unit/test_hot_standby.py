@@ -232,14 +232,16 @@ def test_a_standby_still_warming_up_is_promoted_when_the_driver_crashes() -> Non
     _promoted(decision)
 
 
-def test_a_driver_not_reached_for_two_seconds_is_replaced_by_its_ready_standby() -> None:
+def test_a_driver_not_reached_for_half_a_second_is_replaced_by_its_ready_standby() -> None:
     """Issue 43, item 6: a driver's node that crashed takes the driver's process with
     it, but its pod says Running until the node counts as lost (the node grace, then
     ``nodeLostSeconds``): 17.0 and 17.6 s to the next commit in a soak with a standby
     (target 5 s). The operator's reads of the driver stopped connecting at once; after
     ``SILENT_SECONDS`` of that the Ready standby takes over. On the old code the
-    decision waited for the node (no Promote)."""
-    silent = hot_standby.SILENT_SECONDS
+    decision waited for the node (no Promote). With a 1 s silence the claim still came
+    2.2 s after the crash and the next commit 5.4 s after (p50, a soak at load 6): half
+    a second of refused reads, a quarter second apart, is enough."""
+    silent = 0.5
     decision = decide(
         observed(
             status(hot()),
@@ -258,7 +260,7 @@ def test_a_driver_not_reached_for_two_seconds_is_replaced_by_its_ready_standby()
 @pytest.mark.parametrize(
     ("why", "kw"),
     [
-        ("silent not long enough", {"driver_silent_seconds": 0.5}),
+        ("silent not long enough", {"driver_silent_seconds": 0.3}),
         ("it answers", {"driver_silent_seconds": None}),
         ("the standby does not answer either", {"standby_progress": None}),
         ("the standby reports another epoch", {"standby_progress": waiting(4)}),
