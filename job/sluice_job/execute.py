@@ -4,7 +4,8 @@ One pass over the data in the common case. Nothing is persisted: the sink write 
 the Spark job that reads Kafka, runs the transform and writes, and it counts the rows
 it wrote. When the transform returns rejects, a second, small job counts them
 *concurrently* with the write (Spark runs jobs from two threads at once) and, only
-if there are any, a third brings them to the driver for the dead-letter writer.
+if there are any and they fit, a third brings them to the driver for the dead-letter
+writer, still beside the write (:func:`gather`).
 Without a dead-letter topic any reject fails the batch, so then the rejects are
 counted first and the sink is not written at all.
 
@@ -150,26 +151,26 @@ class SparkExecutor:
         result = transform.apply(self.transform, records, self.options)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
-        counted: Future[tuple[int, int]] | None = None
+        counted: Future[Gathered] | None = None
         rejects = (
             None
             if result.rejects is None
             else cut(result.rejects, self.dead_letters.payload_budget)
         )
         if rejects is not None and self.dead_letters.refuses:
-            self._dead_letter(rejects, *measure(rejects), batch)
+            self._dead_letter(rejects, gather(rejects, send=False), batch)
         elif rejects is not None:
-            counted = self._counter.submit(measure, rejects)
+            counted = self._counter.submit(gather, rejects, send=self._to_send(batch))
         try:
             records_out = self._write(result.output, write_version(batch.version, epoch))
         except BaseException:
             if counted is not None:
                 wait([counted])  # the write's failure is the one to report
             raise
-        rejected, size = counted.result() if counted is not None else (0, 0)
+        gathered = counted.result() if counted is not None else Gathered(0, 0)
         wrote = clock.lap()
         if rejects is not None:
-            self._dead_letter(rejects, rejected, size, batch)
+            self._dead_letter(rejects, gathered, batch)
         dead_lettered = clock.lap()
         return PhaseTimes(
             read=read,
@@ -177,11 +178,17 @@ class SparkExecutor:
             write=wrote,
             records_out=records_out,
             records_in=batch.records,
-            records_rejected=rejected,
+            records_rejected=gathered.count,
             dead_letter=dead_lettered,
         )
 
-    def _dead_letter(self, rejects: DataFrame, count: int, size: int, batch: Batch) -> None:
+    def _to_send(self, batch: Batch) -> bool:
+        """Whether this attempt at ``batch`` sends its letters (none durable yet, none
+        sent by an earlier attempt), so its rejects are worth collecting."""
+        return not letters_written(batch, self._marked) and self._sent != batch.batch_id
+
+    def _dead_letter(self, rejects: DataFrame, gathered: Gathered, batch: Batch) -> None:
+        count, size = gathered.count, gathered.size
         if not count:
             return
         if letters_written(batch, self._marked):
@@ -193,7 +200,9 @@ class SparkExecutor:
             return
         if self._sent != batch.batch_id:
             failpoints.phase("dead_letter", batch.batch_id)
-            rows = _reject_rows(rejects, count, size)
+            rows = (
+                gathered.rows if gathered.rows is not None else _reject_rows(rejects, count, size)
+            )
             # A driver that was fenced while its batch ran (a partitioned node's, or one
             # a hot standby replaced) would send letters its successor sends again. Read
             # after the collect (a Spark job), so that only the flush follows it.
@@ -230,6 +239,27 @@ def cut(rejects: DataFrame, budget: int) -> DataFrame:
         F.length(key).alias("key_size"),
         F.length(value).alias("value_size"),
     )
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """A batch's rejects as the job beside the write found them: how many, their
+    keys' and values' bytes, and, when they are to be sent and fit
+    (:data:`COLLECT_LIMIT`, :data:`COLLECT_BYTES`), their rows."""
+
+    count: int
+    size: int
+    rows: list[Row] | None = None
+
+
+def gather(rejects: DataFrame, *, send: bool) -> Gathered:
+    """Count the rejects (:func:`measure`) and, if they are to be sent and fit, collect
+    them too: both jobs run beside the sink's write, so the letters wait only for
+    their flush. Collected after the write, they cost a batch of the soak (load 6)
+    0.4-0.6 s of its 2.5-3.4 s."""
+    count, size = measure(rejects)
+    fits = 0 < count <= COLLECT_LIMIT and size <= COLLECT_BYTES
+    return Gathered(count, size, rejects.collect() if send and fits else None)
 
 
 def measure(rejects: DataFrame) -> tuple[int, int]:
