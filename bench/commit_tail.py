@@ -28,20 +28,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.query import QueryTrace
 
+from bench import store
 from bench.stats import percentile
 from sluice_job import checkpoint
 from sluice_job.cassandra_session import connect
-from sluice_job.checkpoint import Batch, CheckpointStore
-from sluice_job.offsets import OffsetRange, TopicPartition
 
-KEYSPACE = "bench_store"
-PARTITIONS = 8
-RECORDS = 100
 BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200)
 """Upper bounds of the histogram's buckets; the last bucket takes the rest."""
 STEPS = ("Preparing", "Promising", "Accepting", "Proposing", "Committing", "Read", "Appending")
@@ -83,7 +79,7 @@ class TracingSession:
         return statement
 
     def execute(self, query: Any, parameters: Any = None, **kwargs: Any) -> Any:
-        if self._commit is None or query is not self._commit:
+        if query is not self._commit:
             return self._session.execute(query, parameters, **kwargs)
         started = time.perf_counter()
         result = self._session.execute(query, parameters, trace=True, **kwargs)
@@ -113,22 +109,16 @@ def busy(processes: int, seconds: float) -> Iterator[None]:
             spinner.join()
 
 
-def commits(contact: str, batches: int) -> list[Sample]:
-    """``batches`` batches of plan, commit and history row on a fresh pipeline, every
+def commits(contact: str, count: int) -> list[Sample]:
+    """``count`` batches of plan, commit and history row on a fresh pipeline, every
     commit traced; its samples."""
     cluster, session = connect([contact], None)
     try:
-        traced = TracingSession(session, KEYSPACE)
-        store = CheckpointStore(cast(Any, traced), KEYSPACE, f"p-{time.time_ns()}", "bench")
-        store.ensure_schema("{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        store.claim(1)
-        positions = {TopicPartition("t", p): 0 for p in range(PARTITIONS)}
-        for batch_id in range(1, batches + 1):
-            ranges = tuple(OffsetRange(tp, at, at + RECORDS) for tp, at in positions.items())
-            positions = {tp: at + RECORDS for tp, at in positions.items()}
-            batch = Batch(batch_id, ranges, dict(positions))
-            store.plan(batch)
-            store.commit(batch, datetime.now(UTC))
+        traced = TracingSession(session, store.KEYSPACE)
+        checkpoints = store.claimed(traced)
+        for batch in store.batches(count):
+            checkpoints.plan(batch)
+            checkpoints.commit(batch, datetime.now(UTC))
         return [_sample(session, waited, trace_id) for waited, trace_id in traced.trace_ids]
     finally:
         cluster.shutdown()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from bench.stats import Summary
 from sluice_job.cassandra_session import connect
@@ -24,20 +25,34 @@ PARTITIONS = 8
 RECORDS = 100
 
 
-def run(contact: str, batches: int) -> str:
+KEYSPACE = "bench_store"
+
+
+def claimed(session: Any) -> CheckpointStore:
+    """A fresh pipeline's store in :data:`KEYSPACE`, its first epoch claimed."""
+    store = CheckpointStore(session, KEYSPACE, f"p-{time.time_ns()}", "bench")
+    store.ensure_schema("{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    store.claim(1)
+    return store
+
+
+def batches(count: int) -> Iterator[Batch]:
+    """``count`` planned batches in a row, :data:`RECORDS` per partition each."""
+    positions = {TopicPartition("t", p): 0 for p in range(PARTITIONS)}
+    for batch_id in range(1, count + 1):
+        ranges = tuple(OffsetRange(tp, at, at + RECORDS) for tp, at in positions.items())
+        positions = {tp: at + RECORDS for tp, at in positions.items()}
+        yield Batch(batch_id, ranges, dict(positions))
+
+
+def run(contact: str, count: int) -> str:
     cluster, session = connect([contact], None)
     try:
-        store = CheckpointStore(session, "bench_store", f"p-{time.time_ns()}", "bench")
-        store.ensure_schema("{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        store.claim(1)
-        positions = {TopicPartition("t", p): 0 for p in range(PARTITIONS)}
+        store = claimed(session)
         plans: list[float] = []
         commits: list[float] = []
         began = time.perf_counter()
-        for batch_id in range(1, batches + 1):
-            ranges = tuple(OffsetRange(tp, at, at + RECORDS) for tp, at in positions.items())
-            positions = {tp: at + RECORDS for tp, at in positions.items()}
-            batch = Batch(batch_id, ranges, dict(positions))
+        for batch in batches(count):
             started = time.perf_counter()
             store.plan(batch)
             plans.append(time.perf_counter() - started)
@@ -50,7 +65,7 @@ def run(contact: str, batches: int) -> str:
     assert plan is not None
     assert commit is not None
     return (
-        f"{batches / elapsed:.0f} batches/s; plan LWT p50 {plan.p50_ms} p99 {plan.p99_ms} ms; "
+        f"{count / elapsed:.0f} batches/s; plan LWT p50 {plan.p50_ms} p99 {plan.p99_ms} ms; "
         f"commit LWT p50 {commit.p50_ms} p99 {commit.p99_ms} ms"
     )
 

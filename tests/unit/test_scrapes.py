@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -39,6 +40,28 @@ def report(batch: int) -> DriverProgress:
 
 def idle(exchanges: scrapes.Exchanges) -> None:
     wait_for(lambda: not exchanges.busy(), timeout=10, what="the exchanges done")
+
+
+@dataclass
+class Scripted:
+    """A driver's ``/metrics`` as the reads find it: ``outcomes`` in turn, then ``then``
+    for ever (``None``: a read past the script fails the test); each read's time kept."""
+
+    clock: Clock
+    outcomes: list[Outcome]
+    then: Outcome | None = None
+    reads: list[float] = field(default_factory=list)
+
+    def __call__(
+        self, host: str, port: int, pipeline: str
+    ) -> tuple[Outcome, DriverProgress | None]:
+        self.reads.append(self.clock())
+        outcome = self.outcomes.pop(0) if self.outcomes or self.then is None else self.then
+        return outcome, report(1) if outcome is Outcome.ANSWERED else None
+
+    def readings(self) -> tuple[scrapes.Exchanges, scrapes.Readings]:
+        exchanges = scrapes.Exchanges(clock=self.clock)
+        return exchanges, scrapes.Readings(exchanges, self, clock=self.clock)
 
 
 def test_a_reconcile_gets_the_last_reading_and_a_new_one_when_it_is_old() -> None:
@@ -167,14 +190,7 @@ def test_a_driver_that_answered_and_then_cannot_be_connected_to_is_silent_until_
     silent, and one that answers again is not silent any more."""
     clock = Clock()
     outcomes = [Outcome.UNREACHABLE, Outcome.ANSWERED, Outcome.UNREACHABLE, Outcome.UNREACHABLE]
-    outcomes += [Outcome.MISBEHAVED]
-
-    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
-        outcome = outcomes.pop(0)
-        return outcome, report(1) if outcome is Outcome.ANSWERED else None
-
-    exchanges = scrapes.Exchanges(clock=clock)
-    readings = scrapes.Readings(exchanges, read, clock=clock)
+    exchanges, readings = Scripted(clock, [*outcomes, Outcome.MISBEHAVED]).readings()
 
     def look(after: float) -> float | None:
         clock.advance(after)
@@ -202,15 +218,9 @@ def test_a_followed_driver_is_read_every_second_between_reconciles_and_its_silen
     silent."""
     clock = Clock()
     outcomes = [Outcome.ANSWERED, Outcome.ANSWERED, Outcome.UNREACHABLE, Outcome.UNREACHABLE]
-    reads: list[float] = []
-
-    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
-        reads.append(clock())
-        outcome = outcomes.pop(0) if outcomes else Outcome.UNREACHABLE
-        return outcome, report(1) if outcome is Outcome.ANSWERED else None
-
-    exchanges = scrapes.Exchanges(clock=clock)
-    readings = scrapes.Readings(exchanges, read, clock=clock)
+    read = Scripted(clock, outcomes, then=Outcome.UNREACHABLE)
+    exchanges, readings = read.readings()
+    reads = read.reads
     rung: list[str] = []
     readings.notify = rung.append
     readings.latest(PIPELINE, "127.1.2.3", 8090, follow=True)
@@ -244,15 +254,9 @@ def test_a_followed_driver_that_fell_silent_is_read_again_each_quarter_second() 
     a second later."""
     clock = Clock()
     outcomes = [Outcome.ANSWERED, Outcome.UNREACHABLE, Outcome.UNREACHABLE, Outcome.ANSWERED]
-    reads: list[float] = []
-
-    def read(host: str, port: int, pipeline: str) -> tuple[Outcome, DriverProgress | None]:
-        reads.append(clock())
-        outcome = outcomes.pop(0) if outcomes else Outcome.ANSWERED
-        return outcome, report(1) if outcome is Outcome.ANSWERED else None
-
-    exchanges = scrapes.Exchanges(clock=clock)
-    readings = scrapes.Readings(exchanges, read, clock=clock)
+    read = Scripted(clock, outcomes, then=Outcome.ANSWERED)
+    exchanges, readings = read.readings()
+    reads = read.reads
     readings.latest(PIPELINE, "127.1.2.3", 8090, follow=True)
     idle(exchanges)
 
