@@ -421,6 +421,8 @@ def _standby(
         finally:
             control.close()
     promoted = parts.control.promoted if parts.control is not None else None
+    if promoted is not None:
+        standby.cancel_warm_up_on(promoted, parts.spark)
     predecessor = _promotion(parts, ready(promoted=promoted))
     if predecessor is None:
         return None

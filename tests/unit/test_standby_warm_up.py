@@ -5,7 +5,10 @@ never below what Kafka still retains."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -113,8 +116,6 @@ def test_a_hot_standby_promoted_while_it_gets_ready_skips_what_is_left_of_it(
     promoted, but it claimed only once its whole check and warm-up were done, 16-48 s
     on two cores, longer than a cold driver takes to claim and commit. Promoted, it
     now says ready at the next step and claims."""
-    import threading
-
     promoted, done = threading.Event(), []
     if promoted_at == "before it began":
         promoted.set()
@@ -126,6 +127,7 @@ def test_a_hot_standby_promoted_while_it_gets_ready_skips_what_is_left_of_it(
         return 5
 
     monkeypatch.setattr(standby, "empty_records", lambda spark: None)
+    monkeypatch.setattr(standby, "warming", lambda spark: contextlib.nullcontext())
     monkeypatch.setattr(standby, "check", lambda *_: done.append("check"))
     monkeypatch.setattr(standby, "warm_read", warm_read)
     standby.get_ready(
@@ -141,3 +143,39 @@ def test_a_hot_standby_promoted_while_it_gets_ready_skips_what_is_left_of_it(
     )
     assert standby.WARM_UP_RUNS == 2
     assert done == steps
+
+
+@pytest.mark.parametrize("promoted", [False, True])
+def test_a_check_that_fails_fails_the_standby_unless_a_promotion_cut_it_short(
+    monkeypatch: pytest.MonkeyPatch, promoted: bool
+) -> None:
+    """A promotion cancels the check's Spark jobs (``cancel_warm_up_on``), and the
+    check then fails: a promoted standby goes on to claim (the running spec's driver
+    passed the check), one not promoted still exits 2 on a failed check."""
+    event = threading.Event()
+
+    def check(*_: Any) -> None:
+        event.set() if promoted else None
+        raise standby.StandbyCheckError("Job 3 cancelled part of cancelled job tag")
+
+    monkeypatch.setattr(standby, "empty_records", lambda spark: None)
+    monkeypatch.setattr(standby, "warming", lambda spark: contextlib.nullcontext())
+    monkeypatch.setattr(standby, "check", check)
+    monkeypatch.setattr(standby, "warm_read", lambda *_: 5)
+    ready = functools.partial(
+        standby.get_ready,
+        pipeline="ns/p",
+        epoch=5,
+        spark=None,  # type: ignore[arg-type]
+        function=lambda r, o: r,
+        options={},
+        sink=None,
+        kafka_config={},
+        store=Store(),  # type: ignore[arg-type]
+        promoted=event,
+    )
+    if promoted:
+        assert callable(ready())
+    else:
+        with pytest.raises(standby.StandbyCheckError, match="cancelled"):
+            ready()
