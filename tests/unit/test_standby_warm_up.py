@@ -6,9 +6,9 @@ never below what Kafka still retains."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -101,6 +101,31 @@ class Store:
         return type("Row", (), {"positions": {TP: 100}})()
 
 
+def get_ready(
+    monkeypatch: pytest.MonkeyPatch,
+    promoted: threading.Event,
+    check: Callable[..., object],
+    warm_read: Callable[..., int],
+) -> Callable[[], int]:
+    """``standby.get_ready`` of a hot standby with ``check`` and ``warm_read`` in place
+    of the Spark jobs."""
+    monkeypatch.setattr(standby, "empty_records", lambda spark: None)
+    monkeypatch.setattr(standby, "warming", lambda spark: contextlib.nullcontext())
+    monkeypatch.setattr(standby, "check", check)
+    monkeypatch.setattr(standby, "warm_read", warm_read)
+    return standby.get_ready(
+        pipeline="ns/p",
+        epoch=5,
+        spark=None,  # type: ignore[arg-type]
+        function=lambda r, o: r,
+        options={},
+        sink=None,
+        kafka_config={},
+        store=Store(),  # type: ignore[arg-type]
+        promoted=promoted,
+    )
+
+
 @pytest.mark.parametrize(
     ("promoted_at", "steps"),
     [
@@ -126,21 +151,7 @@ def test_a_hot_standby_promoted_while_it_gets_ready_skips_what_is_left_of_it(
             promoted.set()
         return 5
 
-    monkeypatch.setattr(standby, "empty_records", lambda spark: None)
-    monkeypatch.setattr(standby, "warming", lambda spark: contextlib.nullcontext())
-    monkeypatch.setattr(standby, "check", lambda *_: done.append("check"))
-    monkeypatch.setattr(standby, "warm_read", warm_read)
-    standby.get_ready(
-        pipeline="ns/p",
-        epoch=5,
-        spark=None,  # type: ignore[arg-type]
-        function=lambda r, o: r,
-        options={},
-        sink=None,
-        kafka_config={},
-        store=Store(),  # type: ignore[arg-type]
-        promoted=promoted,
-    )
+    get_ready(monkeypatch, promoted, lambda *_: done.append("check"), warm_read)
     assert standby.WARM_UP_RUNS == 2
     assert done == steps
 
@@ -155,27 +166,12 @@ def test_a_check_that_fails_fails_the_standby_unless_a_promotion_cut_it_short(
     event = threading.Event()
 
     def check(*_: Any) -> None:
-        event.set() if promoted else None
+        if promoted:
+            event.set()
         raise standby.StandbyCheckError("Job 3 cancelled part of cancelled job tag")
 
-    monkeypatch.setattr(standby, "empty_records", lambda spark: None)
-    monkeypatch.setattr(standby, "warming", lambda spark: contextlib.nullcontext())
-    monkeypatch.setattr(standby, "check", check)
-    monkeypatch.setattr(standby, "warm_read", lambda *_: 5)
-    ready = functools.partial(
-        standby.get_ready,
-        pipeline="ns/p",
-        epoch=5,
-        spark=None,  # type: ignore[arg-type]
-        function=lambda r, o: r,
-        options={},
-        sink=None,
-        kafka_config={},
-        store=Store(),  # type: ignore[arg-type]
-        promoted=event,
-    )
     if promoted:
-        assert callable(ready())
+        assert callable(get_ready(monkeypatch, event, check, lambda *_: 5))
     else:
         with pytest.raises(standby.StandbyCheckError, match="cancelled"):
-            ready()
+            get_ready(monkeypatch, event, check, lambda *_: 5)
