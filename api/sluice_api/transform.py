@@ -11,6 +11,7 @@ from typing import Any, Final, Self
 from pydantic import Field, field_validator, model_validator
 
 from sluice_api.spec_base import Model, SecretName
+from sluice_api.state import STATES_MAX, State, states_once
 
 ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 OPTIONS_MAX: Final = 64
@@ -64,6 +65,21 @@ class Transform(Model):
             "others, as strings."
         ),
     )
+
+    state: list[State] = Field(
+        default_factory=list,
+        max_length=STATES_MAX,
+        description=(
+            "Keyed state the function reads and writes between batches, each a Cassandra "
+            "table in the checkpoint's cluster, written under the checkpoint's fence "
+            "(docs/stateful.md). With state the function takes (DataFrame, options, state)."
+        ),
+    )
+
+    @field_validator("state")
+    @classmethod
+    def each_state_once(cls, value: list[State]) -> list[State]:
+        return states_once(value)
 
     @model_validator(mode="after")
     def each_option_once(self) -> Self:

@@ -70,6 +70,10 @@ from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchem
 from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
 from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
+from sluice_job.state import States, StateShapeError
+from sluice_job.state import table as state_table
+from sluice_job.state.access import StateTarget
+from sluice_job.state.schema import StateSchema, StateSchemaError
 from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
@@ -88,6 +92,8 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except (
         transform.EntrypointError,
         transform.NondeterministicTransformError,
+        StateSchemaError,
+        StateShapeError,
         KeyspaceMissingError,
         reset.ResetError,
         KafkaCredentialsError,
@@ -125,7 +131,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     # A hot standby hears its promotion from its start on, so that one promoted while
     # it gets ready cuts its warm-up short (``standby.get_ready``).
     control = _hot_control(cfg)
-    function = transform.load(spec.transform.entrypoint)
+    function = transform.load(spec.transform.entrypoint, stateful=bool(spec.transform.state))
     checkpoint = spec.checkpoint.cassandra
     credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
     tls = TlsMaterial.from_env(checkpoint.tls, env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
@@ -172,6 +178,12 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             prometheus,
             stop=stop,
         )
+        states = outages.through_outages(
+            "state tables",
+            lambda: _states(cfg, session, credentials, tls),
+            prometheus,
+            stop=stop,
+        )
         checked = time.monotonic()
         spark_session = launch.session()
     except BaseException:
@@ -207,6 +219,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
             dead_letters,
             prometheus,
             control,
+            states,
         )
         runner = _pubsub_runner(parts, session) if pubsub else _kafka_runner(parts)
         if runner is None:  # a standby asked to stop before its turn: it claimed nothing
@@ -265,10 +278,18 @@ class Parts:
     prometheus: metrics.PrometheusObserver
     control: Control | None = None
     """A hot standby's control port, served from the driver's start (``_hot_control``)."""
+    states: States | None = None
+    """The declared states (``spec.transform.state``), their tables checked."""
 
     def executor(self, records: Records) -> SparkExecutor:
         return SparkExecutor(
-            records, self.function, self.cfg.options, self.sink, self.dead_letters, self.store
+            records,
+            self.function,
+            self.cfg.options,
+            self.sink,
+            self.dead_letters,
+            self.store,
+            self.states,
         )
 
     def timed_out(self, batch_id: int, seconds: float) -> None:
@@ -404,6 +425,7 @@ def _standby(
         reject_budget=parts.dead_letters.payload_budget,
         lows=lows,
         stop=parts.stop,
+        states=parts.states,
     )
     if not cfg.hot:
         control = Control(cfg.metrics_host, cfg.control_port or 0, cfg.epoch).start()
@@ -500,6 +522,28 @@ def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
     prefix = secret_refs.dead_letter_prefix(cfg.spec) or env_names.DEAD_LETTER_KAFKA_CREDENTIALS
     access = KafkaAccess.of(servers, kafka_target.security_with(source), env, prefix)
     return deadletter.kafka(access.librdkafka(), kafka_target.topic, cfg.pipeline_id)
+
+
+def _states(
+    cfg: DriverConfig, session: Session, credentials: Credentials | None, tls: TlsMaterial | None
+) -> States | None:
+    """The declared states, each table created or checked against its declaration
+    (``state.table``, a misfit raises ``StateSchemaError``), read and written with the
+    checkpoint's cluster, credentials and TLS: the state lives beside the offsets."""
+    declared = cfg.spec.transform.state
+    if not declared:
+        return None
+    checkpoint = cfg.spec.checkpoint.cassandra
+    owner = f"{cfg.namespace}/{cfg.pipeline}"
+    connection = CassandraTarget(
+        tuple(checkpoint.contact_points), checkpoint.keyspace, "", credentials, tls=tls
+    )
+    targets = []
+    for state in declared:
+        schema = StateSchema.of(state, checkpoint.keyspace)
+        state_table.ensure(session, schema, owner)
+        targets.append(StateTarget(connection, schema))
+    return States(tuple(targets), 0)
 
 
 def _rate_control(spec: PipelineSpec) -> RateControl | None:

@@ -15,6 +15,10 @@ records, count the rejects) on top of the write. A batch's fixed cost grows the 
 batch, so that cost decided the end-to-end latency (docs/tuning.md). Reading Kafka
 twice when a transform returns rejects is cheaper than waiting for the jobs in turn.
 
+A stateful transform's new states (``TransformResult.state``) are written by one job
+per state, also beside the sink's write (``state.write``), and the batch commits only
+when all of them and the sink are written.
+
 Phases, as the metrics report them: ``read`` builds the Kafka read (planning only;
 the fetch itself happens inside the jobs), ``transform`` is the user's function
 building its frames, ``write`` is the sink job (fetch, transform, write), and
@@ -55,6 +59,8 @@ from sluice_job import failpoints, logs, reader, transform
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
+from sluice_job.state import States
+from sluice_job.state import write as state_write
 from sluice_job.transform import TransformFn
 from sluice_job.write_order import write_version
 
@@ -134,6 +140,8 @@ class SparkExecutor:
     sink: Sink
     dead_letters: DeadLetters
     marks: LetterMarks
+    states: States | None = None
+    """The declared states (``spec.transform.state``), or ``None``: a stateless transform."""
     _marked: int | None = field(init=False, default=None)
     """The last batch whose letters this executor made durable and recorded so."""
     _sent: int | None = field(init=False, default=None)
@@ -142,13 +150,17 @@ class SparkExecutor:
     _counter: ThreadPoolExecutor = field(
         init=False, default_factory=lambda: ThreadPoolExecutor(1, "sluice-rejects")
     )
+    _state_writer: ThreadPoolExecutor = field(
+        init=False, default_factory=lambda: ThreadPoolExecutor(2, "sluice-state")
+    )
 
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
         failpoints.phase("read", batch.batch_id)
         clock = Stopwatch()
         records = self.records.frame(batch)
         read = clock.lap()
-        result = transform.apply(self.transform, records, self.options)
+        states = None if self.states is None else self.states.at(batch.version)
+        result = transform.apply(self.transform, records, self.options, states)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
         counted: Future[Gathered] | None = None
@@ -161,12 +173,20 @@ class SparkExecutor:
             self._dead_letter(rejects, gather(rejects, send=False), batch)
         elif rejects is not None:
             counted = self._counter.submit(gather, rejects, send=self._to_send(batch))
+        version = write_version(batch.version, epoch)
+        state_writes = [
+            self._state_writer.submit(state_write.write, states[name], rows, version)
+            for name, rows in result.state.items()
+            if states is not None
+        ]
         try:
-            records_out = self._write(result.output, write_version(batch.version, epoch))
+            records_out = self._write(result.output, version)
         except BaseException:
-            if counted is not None:
-                wait([counted])  # the write's failure is the one to report
-            raise
+            pending: list[Future[Any]] = [*state_writes]
+            wait([*pending, *([counted] if counted is not None else [])])
+            raise  # the write's failure is the one to report
+        for written in state_writes:
+            written.result()
         gathered = counted.result() if counted is not None else Gathered(0, 0)
         wrote = clock.lap()
         if rejects is not None:

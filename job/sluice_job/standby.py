@@ -58,6 +58,7 @@ from sluice_job.execute import Sink
 from sluice_job.offsets import OffsetRange, TopicPartition
 from sluice_job.ports import Committed, NoObserver
 from sluice_job.reader import KAFKA_RECORD
+from sluice_job.state.handle import LATEST, States
 from sluice_job.transform import TransformFn
 
 POLL_SECONDS: Final = 0.1
@@ -122,6 +123,7 @@ def check(
     function: TransformFn,
     options: Mapping[str, Any],
     sink: Sink | None,
+    states: States | None = None,
 ) -> None:
     """Run the transform on ``records`` (empty) as a batch would, and its output
     through ``sink``'s write: no row is written, but the sink checks the output's
@@ -132,10 +134,12 @@ def check(
     naming what failed."""
     try:
         with _every_stage(records.sparkSession):
-            result = transform.apply(function, records, options)
+            result = transform.apply(function, records, options, _latest(states))
             written = sink.write(result.output, 0) if sink is not None else result.output.count()
             if result.rejects is not None:
                 result.rejects.count()
+            for rows in result.state.values():
+                rows.count()
     except Exception as err:  # the user's code: any failure fails the check
         raise StandbyCheckError(
             f"the transform fails on an empty batch of the source's schema: "
@@ -143,6 +147,12 @@ def check(
         ) from err
     if written:
         raise StandbyCheckError(f"an empty batch gave {written} rows: the transform makes rows")
+
+
+def _latest(states: States | None) -> States | None:
+    """The states as a standby's check and warm-up read them: the newest rows,
+    whichever batch wrote them (they write nothing, so none is theirs)."""
+    return None if states is None else states.at(LATEST)
 
 
 @contextlib.contextmanager
@@ -211,6 +221,7 @@ def warm_read(
     sink: Sink | None = None,
     reject_budget: int = NoDeadLetters.payload_budget,
     lows: Callable[[], Mapping[TopicPartition, int]] = dict,
+    states: States | None = None,
 ) -> int:
     """Run the first batch's Spark jobs over the last committed records of each
     partition again (:func:`warm_ranges`, the oldest retained offsets from ``lows``),
@@ -227,7 +238,9 @@ def warm_read(
     hand-over), which counting the output prunes away: measured in a fresh JVM, the
     first batch's jobs cost 2.4 to 3.2 CPU seconds more than the next ones after a
     count, 0.7 to 0.9 s more after this (the sink's Python side costs milliseconds
-    either way). Without a sink the output is counted. Best effort: returns how many
+    either way). Without a sink the output is counted. A stateful transform looks up
+    the newest state (``_latest``) and its new states are counted, never written.
+    Best effort: returns how many
     offsets it read, 0 when nothing could be read (nothing committed yet, retention
     deleted it, Kafka away); never raises, and logs what it skipped."""
     if not any(end > 0 for end in positions.values()):
@@ -240,15 +253,18 @@ def warm_read(
         step = "read"
         records = reader.read(spark, kafka_config, ranges, 0)
         step = "transform"
-        result = transform.apply(function, records, options)
+        result = transform.apply(function, records, options, _latest(states))
         rejected = None
         if result.rejects is not None:
             step = "rejects"
             rejected, _ = execute.measure(execute.cut(result.rejects, reject_budget))
         step = "dry-run write" if sink is not None else "count"
         rows = sink.write(result.output, 0, dry=True) if sink is not None else result.output.count()
+        step = "state lookups"
+        state_rows = {name: frame.count() for name, frame in result.state.items()}
         logs.event(
             "standby warm-up",
+            state_rows=state_rows or None,
             partitions=len(ranges),
             offsets=sum(r.end - r.start for r in ranges),
             rejected=rejected,
@@ -334,6 +350,7 @@ def get_ready(
     lows: Callable[[], Mapping[TopicPartition, int]] = dict,
     stop: threading.Event | None = None,
     promoted: threading.Event | None = None,
+    states: States | None = None,
 ) -> Callable[[], int]:
     """Check, warm up (:data:`WARM_UP_RUNS` times), say ready (``sluice_standby_ready``
     1); returns the warm-up, which a hot standby runs again while it waits. ``lows``:
@@ -355,7 +372,15 @@ def get_ready(
         positions = store.load().positions
         with warming(spark):
             return warm_read(
-                spark, kafka_config, positions, function, options, sink, reject_budget, lows
+                spark,
+                kafka_config,
+                positions,
+                function,
+                options,
+                sink,
+                reject_budget,
+                lows,
+                states,
             )
 
     warmed = 0
@@ -363,7 +388,7 @@ def get_ready(
         stopping.check(stop, "the transform check")
         try:
             with warming(spark):
-                check(empty_records(spark), function, options, sink)
+                check(empty_records(spark), function, options, sink, states)
         except StandbyCheckError as err:
             stopping.check(stop, "the transform check")  # cancelled by the stop, not failed
             if not promoted.is_set():

@@ -15,6 +15,11 @@ receives the batch's records (Kafka's columns ``key``, ``value``, ``topic``,
 Rejects go to ``spec.deadLetter`` with the reason, before the batch commits (see
 ``deadletter``). A record that is neither in the output nor among the rejects is
 filtered on purpose (say, an event type the pipeline ignores): nothing tracks it.
+A transform that declares state (``spec.transform.state``, docs/stateful.md) takes a
+third argument, the batch's ``sluice_job.state.States``, and returns the new state
+of the keys it touched in ``TransformResult.state`` (a frame per state name); those
+frames are written by jobs of their own, so they must be deterministic too.
+
 Both frames are lazy: the output is computed by the Spark job that writes the sink,
 the rejects by a second job that counts and sends them (``execute``). Each job
 evaluates the transform's plan over the same records, so the decision between output
@@ -28,11 +33,14 @@ written (:class:`NondeterministicTransformError`, exit 2).
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from pyspark.sql import DataFrame
+
+from sluice_job.state import States, StateShapeError
 
 REJECT_COLUMNS: Final = ("key", "value", "topic", "partition", "offset", "reason")
 """What a reject carries: the record as read from Kafka, and why it was refused."""
@@ -45,13 +53,19 @@ class TransformResult:
 
     output: DataFrame
     rejects: DataFrame | None = None
+    state: Mapping[str, DataFrame] = field(default_factory=dict)
+    """The new state of the keys the batch touched, per declared state name: the key
+    columns, value columns, and optionally ``sluice_deleted`` (true: the key's state
+    is deleted). A state left out is not written this batch."""
 
     def with_output(self, output: DataFrame) -> TransformResult:
-        """The same rejects with another output, for transforms built on others."""
-        return TransformResult(output, self.rejects)
+        """The same rejects and state with another output, for transforms built on
+        others."""
+        return TransformResult(output, self.rejects, self.state)
 
 
-TransformFn = Callable[[DataFrame, Mapping[str, Any]], DataFrame | TransformResult]
+TransformFn = Callable[..., DataFrame | TransformResult]
+"""``(records, options)``, or ``(records, options, state)`` with declared state."""
 
 
 class EntrypointError(ValueError):
@@ -66,7 +80,9 @@ class RejectsShapeError(ValueError):
     """The transform's rejects lack a column of :data:`REJECT_COLUMNS`."""
 
 
-def load(entrypoint: str) -> TransformFn:
+def load(entrypoint: str, *, stateful: bool = False) -> TransformFn:
+    """The function ``entrypoint`` names; ``stateful``: it must take the batch's
+    state as a third argument (raises :class:`EntrypointError` if it cannot)."""
     module_name, _, function_name = entrypoint.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -79,13 +95,34 @@ def load(entrypoint: str) -> TransformFn:
         raise EntrypointError(
             f"spec.transform.entrypoint: {module_name!r} has no function {function_name!r}"
         )
+    if stateful and not _takes_three(function):
+        raise EntrypointError(
+            f"spec.transform.entrypoint: {entrypoint} takes (records, options), but "
+            "spec.transform.state declares state: it must take (records, options, state)"
+        )
     return cast(TransformFn, function)
 
 
-def apply(function: TransformFn, records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
-    """Call the user's function and bring its answer to one shape: the output, and
-    the rejects reduced to :data:`REJECT_COLUMNS` (or ``None``)."""
-    result = function(records, options)
+def _takes_three(function: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(function).bind(None, None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        return True
+    return True
+
+
+def apply(
+    function: TransformFn,
+    records: DataFrame,
+    options: Mapping[str, Any],
+    states: States | None = None,
+) -> TransformResult:
+    """Call the user's function and bring its answer to one shape: the output, the
+    rejects reduced to :data:`REJECT_COLUMNS` (or ``None``) and, with ``states``, the
+    new states conformed to their declarations."""
+    result = function(records, options) if states is None else function(records, options, states)
     if isinstance(result, DataFrame):
         return TransformResult(result)
     if not isinstance(result, TransformResult):
@@ -93,6 +130,8 @@ def apply(function: TransformFn, records: DataFrame, options: Mapping[str, Any])
             f"the transform returned {type(result).__name__}: it must return a DataFrame "
             "or a sluice_job.transform.TransformResult"
         )
+    if result.state:
+        result = TransformResult(result.output, result.rejects, _states(result.state, states))
     if result.rejects is None:
         return result
     missing = [c for c in REJECT_COLUMNS if c not in result.rejects.columns]
@@ -110,7 +149,30 @@ def apply(function: TransformFn, records: DataFrame, options: Mapping[str, Any])
                 "way could land in neither or in both. Decide by the record's content, or "
                 "return one DataFrame without rejects (docs/writing-a-transform.md)"
             )
-    return TransformResult(result.output, result.rejects.select(*REJECT_COLUMNS))
+    return TransformResult(result.output, result.rejects.select(*REJECT_COLUMNS), result.state)
+
+
+def _states(given: Mapping[str, DataFrame], states: States | None) -> dict[str, DataFrame]:
+    """The new states, each conformed to its declaration, refused if undeclared or
+    not deterministic (its write is a Spark job of its own)."""
+    declared = list(states.names) if states is not None else []
+    undeclared = sorted(set(given) - set(declared))
+    if undeclared or states is None:
+        raise StateShapeError(
+            f"the transform returned state {undeclared or sorted(given)} that "
+            f"spec.transform.state does not declare (declared: {declared})"
+        )
+    conformed = {}
+    for name, frame in given.items():
+        if not deterministic(frame):
+            raise NondeterministicTransformError(
+                f"spec.transform.entrypoint: the transform's new state {name!r} is not "
+                "deterministic (rand(), uuid(), shuffle() or a UDF marked "
+                "asNondeterministic()): the output and the state are written by separate "
+                "Spark jobs, so they would disagree (docs/stateful.md)"
+            )
+        conformed[name] = states[name].conform(frame)
+    return conformed
 
 
 def deterministic(frame: DataFrame) -> bool:

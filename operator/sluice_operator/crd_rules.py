@@ -16,6 +16,7 @@ from typing import Final
 
 from sluice_api.checkpoint import DATACENTER
 from sluice_api.spark_conf import CODEC_KEY, SPARK_CONF_CODECS, SPARK_CONF_KEYS, SPARK_CONF_PREFIXES
+from sluice_api.state import RESERVED as STATE_RESERVED
 from sluice_operator.crd_schema import Schema
 
 
@@ -80,6 +81,13 @@ _KAFKA_SECURITY_RULES: Final = (
     ),
 )
 
+_STATE_NAMES: Final = (
+    "(self.key.map(c, c.name.lowerAscii())"
+    " + (has(self.columns) ? self.columns.map(c, c.name.lowerAscii()) : []))"
+)
+"""A declared state's column names, lower case (``sluice_api.state.State``)."""
+_STATE_TABLE: Final = "(has({s}.keyspace) ? {s}.keyspace : '') + '.' + {s}.table.lowerAscii()"
+
 SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
     "spec": (
         Rule(
@@ -119,6 +127,27 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "deadLetter.kafka.bootstrapServers is required with a Pub/Sub source (there are "
             "no source brokers to default to)",
             field_path=".deadLetter.kafka.bootstrapServers",
+        ),
+    ),
+    "spec.transform": (
+        Rule(
+            "!has(self.state) || self.state.all(s, self.state.filter(t, "
+            + _STATE_TABLE.format(s="t")
+            + " == "
+            + _STATE_TABLE.format(s="s")
+            + ").size() == 1)",
+            "each transform.state table is declared once",
+            field_path=".state",
+        ),
+    ),
+    "spec.transform.state[]": (
+        Rule(
+            f"{_STATE_NAMES}.all(n, {_STATE_NAMES}.filter(m, m == n).size() == 1)",
+            "each column of a state (key and columns) is named once",
+        ),
+        Rule(
+            f"!{_STATE_NAMES}.exists(n, n in {cel_list(STATE_RESERVED)})",
+            f"columns {', '.join(STATE_RESERVED)} are the driver's own: name yours otherwise",
         ),
     ),
     "spec.source": (
@@ -245,6 +274,7 @@ SET_LISTS: Final = (
 # Lists of objects keyed by a field: the API server rejects two items with one key.
 MAP_LISTS: Final[Mapping[str, tuple[str, ...]]] = {
     "spec.transform.optionsFrom": ("option",),
+    "spec.transform.state": ("name",),
     "spec.offsetReset.offsets": ("topic", "partition"),
     "spec.spark.pod.env": ("name",),
     "spec.spark.pod.volumes": ("name",),

@@ -70,6 +70,13 @@ EXAMPLE: dict[str, Any] = yaml.safe_load(
     """
 )
 
+STATE: dict[str, Any] = {
+    "name": "totals",
+    "table": "page_totals",
+    "key": [{"name": "page", "type": "text"}],
+    "columns": [{"name": "views", "type": "bigint"}],
+}
+
 MINIMAL: dict[str, Any] = {
     "image": "local/sluice-job:1",
     "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["events"]}},
@@ -600,6 +607,38 @@ INVALID = {
     "option-name": Invalid(
         changed("transform.optionsFrom", [{"option": "a b", "secret": "s", "key": "k"}]),
         "spec.transform.optionsFrom[0].option",
+        "should match",
+    ),
+    "state-column-twice": Invalid(
+        changed("transform.state", [STATE | {"columns": [{"name": "PAGE", "type": "int"}]}]),
+        "spec.transform.state[0]",
+        "each column of a state (key and columns) is named once",
+    ),
+    "state-column-reserved": Invalid(
+        changed(
+            "transform.state", [STATE | {"columns": [{"name": "sluice_version", "type": "int"}]}]
+        ),
+        "spec.transform.state[0]",
+        "are the driver's own",
+    ),
+    "state-declared-twice": Invalid(
+        changed("transform.state", [STATE, STATE | {"table": "other"}]),
+        "spec.transform.state[1]",
+        "Duplicate value",
+    ),
+    "state-table-twice": Invalid(
+        changed("transform.state", [STATE, STATE | {"name": "other"}]),
+        "spec.transform.state",
+        "each transform.state table is declared once",
+    ),
+    "state-without-key": Invalid(
+        changed("transform.state", [STATE | {"key": []}]),
+        "spec.transform.state[0].key",
+        "should have at least 1 items",
+    ),
+    "state-type": Invalid(
+        changed("transform.state", [STATE | {"columns": [{"name": "n", "type": "big int!"}]}]),
+        "spec.transform.state[0].columns[0].type",
         "should match",
     ),
     "dead-letter-loop": Invalid(

@@ -80,3 +80,24 @@ def order_state(records: DataFrame, options: Mapping[str, Any]) -> DataFrame:
         F.lit(str(options["tag"])).alias("tag"),
         keys.POSITION,
     )
+
+
+PAGE_TOTALS_STATE = {
+    "name": "totals",
+    "table": "page_totals",
+    "key": [{"name": "page", "type": "text"}],
+    "columns": [{"name": "views", "type": "bigint"}],
+}
+"""``spec.transform.state`` of :func:`page_totals`."""
+
+
+def page_totals(records: DataFrame, options: Mapping[str, Any], state: Any) -> TransformResult:
+    """The tagged events, and each page's events since the start as keyed state
+    (``totals``): the stored total plus this batch's."""
+    result = tagged(records, options)
+    touched = result.output.groupBy("page").agg(F.count(F.lit(1)).alias("n"))
+    totals = state["totals"].lookup(touched)
+    new = touched.join(totals, "page", "left").select(
+        "page", (F.coalesce(F.col("views"), F.lit(0)) + F.col("n")).alias("views")
+    )
+    return TransformResult(result.output, result.rejects, {"totals": new})

@@ -269,7 +269,7 @@ def test_the_rejects_are_collected_beside_the_write_not_after_it(
     cast(FakeRejects, rejects).during_collect.append(collected.set)
     output = cast(DataFrame, object())
     monkeypatch.setattr(
-        transform, "apply", lambda fn, records, opts: TransformResult(output, rejects)
+        transform, "apply", lambda fn, records, opts, states: TransformResult(output, rejects)
     )
     monkeypatch.setattr(execute, "cut", lambda frame, budget: frame)
     monkeypatch.setattr(execute, "measure", lambda frame: (3, 6))

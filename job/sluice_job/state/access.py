@@ -1,0 +1,263 @@
+"""The executor side of keyed state: one Spark partition's keys read, or its new state
+written, against the state's table.
+
+Both run in the Python workers inside the batch's Spark jobs (``mapInArrow``), with
+the session and prepared statements the sink's writer caches per worker
+(``sinks.cassandra_writer``).
+
+* A *lookup* of batch version ``v`` reads, per key, the newest row below ``v``
+  (``sluice_version < v``, newest first, ``LIMIT 1``): the state as the batches
+  before this one committed it. Rows this batch wrote in an earlier attempt (a crash,
+  a retried task) have version ``v`` and are never read; nor are a fenced driver's,
+  which wrote them for the same batch, ranges and version. A row that records a
+  deletion reads as no state.
+* A *write* of batch ``v`` reads each key's newest version below ``v`` again and
+  sends, as one single-partition batch (atomic on the replica), the key's row at
+  ``v`` (``USING TIMESTAMP`` the batch's write version, ``TTL`` the state's) and the
+  deletion of its rows below that version: what is left is the row this batch read
+  (a re-run reads it again) and the new one. The write version orders two drivers
+  executing the same batch by epoch, as the sink's cells are: a zombie's late write
+  loses.
+
+Cost per key touched: a lookup reads one row; a write reads one version and writes
+one mutation (an INSERT and a range deletion); at most ``concurrency`` requests are
+in flight per task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pyarrow as pa
+from cassandra.cluster import Session
+from cassandra.concurrent import execute_concurrent
+from cassandra.query import BatchStatement, BatchType, PreparedStatement
+from cassandra.util import Date, OrderedMapSerializedKey, SortedSet
+
+from sluice_api.state import DELETED_COLUMN, VERSION_COLUMN
+from sluice_job.sinks.arrow_rows import rows
+from sluice_job.sinks.cassandra_target import CassandraTarget
+from sluice_job.sinks.cassandra_writer import UUID_TYPES, _session, with_uuids
+from sluice_job.state.schema import StateSchema
+
+CHUNK: Final = 2_000
+"""Keys read (or written) per round of concurrent requests, and rows per Arrow batch
+a lookup yields."""
+
+
+class DuplicateStateError(ValueError):
+    """The transform gave a key two new states in one batch."""
+
+
+@dataclass(frozen=True)
+class StateTarget:
+    """Everything a task needs to read or write one state; picklable, sent with it."""
+
+    connection: CassandraTarget
+    schema: StateSchema
+
+    def select(self) -> str:
+        names = ", ".join(f'"{n}"' for n in (*self.schema.key_names, *self.schema.value_names))
+        return (
+            f'SELECT {names}, "{DELETED_COLUMN}" FROM {self._table()} '
+            f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ? LIMIT 1'
+        )
+
+    def select_version(self) -> str:
+        return (
+            f'SELECT "{VERSION_COLUMN}" FROM {self._table()} '
+            f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ? LIMIT 1'
+        )
+
+    def insert(self, values: Sequence[str]) -> str:
+        names = [*self.schema.key_names, VERSION_COLUMN, *values, DELETED_COLUMN]
+        columns = ", ".join(f'"{n}"' for n in names)
+        marks = ", ".join("?" for _ in names)
+        return (
+            f"INSERT INTO {self._table()} ({columns}) VALUES ({marks}) USING TIMESTAMP ? AND TTL ?"
+        )
+
+    def delete_older(self) -> str:
+        return (
+            f"DELETE FROM {self._table()} USING TIMESTAMP ? "
+            f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ?'
+        )
+
+    def _table(self) -> str:
+        return f'"{self.schema.keyspace}"."{self.schema.table}"'
+
+    def _key(self) -> str:
+        return " AND ".join(f'"{n}" = ?' for n in self.schema.key_names)
+
+    @property
+    def uuids(self) -> frozenset[str]:
+        return frozenset(
+            n for n, cql in (*self.schema.key, *self.schema.values) if cql in UUID_TYPES
+        )
+
+
+_prepared: dict[tuple[StateTarget, str], PreparedStatement] = {}
+
+
+def _statement(session: Session, target: StateTarget, query: str) -> PreparedStatement:
+    key = (target, query)
+    if key not in _prepared:
+        _prepared[key] = session.prepare(query)
+    return _prepared[key]
+
+
+def lookup_arrow(
+    target: StateTarget, version: int, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``'s function of a lookup: the partition's keys (the key columns)
+    in, the state of those that have one out (key and value columns)."""
+    schema = target.schema
+    session = _session(target.connection)
+    statement = _statement(session, target, target.select())
+    keys = with_uuids(
+        (key for batch in batches for key in rows(batch, schema.key_names)),
+        schema.key_names,
+        target.uuids,
+    )
+    arrow = schema.arrow_schema()
+    names = arrow.names
+    for chunk in _chunks(keys):
+        requests = [(statement, (*key, version)) for key in chunk]
+        found = []
+        for result in execute_concurrent(
+            session,
+            requests,
+            concurrency=target.connection.concurrency,
+            raise_on_first_error=True,
+            results_generator=True,
+        ):
+            row = result.result_or_exc.one() if result.success else None
+            if row is not None and not row[-1]:
+                found.append(row[:-1])
+        if found:
+            columns = list(zip(*found, strict=True))
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([_arrow_value(v) for v in column], type=arrow.field(i).type)
+                    for i, column in enumerate(columns)
+                ],
+                names=names,
+            )
+
+
+def write_arrow(
+    target: StateTarget,
+    columns: Sequence[str],
+    version: int,
+    write_version: int,
+    batches: Iterable[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``'s function of a state write: the partition's new states in (key
+    columns, the value ``columns`` the transform gave and, if it gave it,
+    ``sluice_deleted``), the count of keys written out. The partition holds every row
+    of its keys (the frame is partitioned by key), so a key given twice is found."""
+    schema = target.schema
+    session = _session(target.connection)
+    values = [c for c in columns if c in schema.value_names]
+    deleted = DELETED_COLUMN in columns
+    names = [*schema.key_names, *values, *([DELETED_COLUMN] if deleted else [])]
+    insert = _statement(session, target, target.insert(values))
+    latest = _statement(session, target, target.select_version())
+    delete = _statement(session, target, target.delete_older())
+    width = len(schema.key_names)
+    seen: set[tuple[Any, ...]] = set()
+    written = 0
+    states = with_uuids(
+        (row for batch in batches for row in rows(batch, names)), names, target.uuids
+    )
+    for chunk in _chunks(states):
+        for row in chunk:
+            key = tuple(row[:width])
+            if key in seen:
+                raise DuplicateStateError(
+                    f"state {schema.name!r}: the transform gave key {key!r} two new states in "
+                    "one batch; give each key of the batch one (aggregate its records first)"
+                )
+            seen.add(key)
+        previous = _latest_versions(session, target, latest, chunk, width, version)
+        requests = []
+        for row, before in zip(chunk, previous, strict=True):
+            state = list(row[: width + len(values)])
+            gone = bool(row[-1]) if deleted else False
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+            batch.add(
+                insert,
+                (
+                    *state[:width],
+                    version,
+                    *state[width:],
+                    gone,
+                    write_version,
+                    schema.ttl_seconds,
+                ),
+            )
+            if before is not None:
+                batch.add(delete, (write_version, *state[:width], before))
+            requests.append((batch, None))
+        execute_concurrent(
+            session, requests, concurrency=target.connection.concurrency, raise_on_first_error=True
+        )
+        written += len(chunk)
+    yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
+
+
+def _latest_versions(
+    session: Session,
+    target: StateTarget,
+    statement: PreparedStatement,
+    chunk: Sequence[Sequence[Any]],
+    width: int,
+    version: int,
+) -> list[int | None]:
+    """Each key's newest version below ``version`` (``None``: it has none)."""
+    results = execute_concurrent(
+        session,
+        [(statement, (*row[:width], version)) for row in chunk],
+        concurrency=target.connection.concurrency,
+        raise_on_first_error=True,
+    )
+    found: list[int | None] = []
+    for result in results:
+        row = result.result_or_exc.one()
+        found.append(None if row is None else int(row[0]))
+    return found
+
+
+def _chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _arrow_value(value: Any) -> Any:
+    """A value as cassandra-driver reads it, as ``pa.array`` takes it."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, SortedSet):
+        return [_arrow_value(v) for v in value]
+    if isinstance(value, OrderedMapSerializedKey | dict):
+        return [(_arrow_value(k), _arrow_value(v)) for k, v in value.items()]
+    if isinstance(value, list | tuple):
+        return [_arrow_value(v) for v in value]
+    if isinstance(value, Date):
+        return value.date()
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    if isinstance(value, decimal.Decimal):
+        return value
+    return value

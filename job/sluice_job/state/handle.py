@@ -1,0 +1,140 @@
+"""What a stateful transform holds: each declared state of the batch, to look up.
+
+A :class:`States` is made once per batch, for that batch's version: every lookup
+reads the rows the batches before it committed (``access.lookup_arrow``), so a
+re-run of the batch after a crash reads what the first attempt read. A lookup is
+lazy, like the rest of the transform's plan: it runs inside the Spark jobs that
+write the batch, one read per distinct key.
+
+What the transform returns as a state's new rows is checked here too
+(:meth:`KeyedState.conform`): the key columns, only declared value columns (cast
+to their declared types) and, optionally, ``sluice_deleted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Final
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sluice_api.state import DELETED_COLUMN
+from sluice_job.state.access import StateTarget, lookup_arrow
+
+LATEST: Final = 2**62
+"""A version past every batch's: a lookup at it reads each key's newest row, which
+is what a standby's warm-up reads (it writes nothing)."""
+
+
+class StateShapeError(ValueError):
+    """A transform gave a state rows it cannot hold (a missing key column, an
+    undeclared column, an undeclared state); the message names them."""
+
+
+@dataclass(frozen=True)
+class KeyedState:
+    """One declared state, as batch ``version`` reads it."""
+
+    target: StateTarget
+    version: int
+
+    @property
+    def name(self) -> str:
+        return self.target.schema.name
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The key columns, in order."""
+        return self.target.schema.key_names
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The value columns."""
+        return self.target.schema.value_names
+
+    def lookup(self, keys: DataFrame) -> DataFrame:
+        """The current state of the keys in ``keys`` (a frame with the key columns;
+        other columns are ignored, a key may repeat): one row per key that has state,
+        with the key and value columns. A key without state (never written, deleted
+        or expired) has no row: join with ``how="left"`` to keep it."""
+        missing = [k for k in self.key if k not in keys.columns]
+        if missing:
+            raise StateShapeError(
+                f"state {self.name!r}: lookup(keys) needs the key column(s) {missing}; "
+                f"the frame has {keys.columns}"
+            )
+        schema = self.target.schema
+        distinct = keys.select(*self.key).dropDuplicates()
+        typed = distinct.select(
+            *(F.col(name).cast(field.dataType).alias(name) for name, field in _key_fields(self))
+        )
+        read = partial(lookup_arrow, self.target, self.version)
+        return typed.mapInArrow(read, schema.spark_schema())
+
+    def conform(self, rows: DataFrame) -> DataFrame:
+        """``rows`` as the state's write takes them: key columns, the declared value
+        columns it has (cast), and ``sluice_deleted`` if it has it; raises
+        :class:`StateShapeError` naming what does not fit."""
+        have = set(rows.columns)
+        missing = [k for k in self.key if k not in have]
+        if missing:
+            raise StateShapeError(
+                f"the transform's new state {self.name!r} lacks key column(s) {missing}"
+            )
+        declared = {*self.key, *self.columns, DELETED_COLUMN}
+        extra = sorted(have - declared)
+        if extra:
+            raise StateShapeError(
+                f"the transform's new state {self.name!r} has column(s) {extra} the state "
+                f"does not declare (declared: {[*self.key, *self.columns]}); declare them in "
+                "spec.transform.state[].columns or drop them"
+            )
+        fields = dict(_fields(self))
+        chosen = [n for n in (*self.key, *self.columns) if n in have]
+        select = [F.col(n).cast(fields[n]).alias(n) for n in chosen]
+        if DELETED_COLUMN in have:
+            select.append(F.col(DELETED_COLUMN).cast("boolean").alias(DELETED_COLUMN))
+        return rows.select(*select)
+
+
+def _fields(state: KeyedState) -> Iterator[tuple[str, T.DataType]]:
+    for field in state.target.schema.spark_schema().fields:
+        yield field.name, field.dataType
+
+
+def _key_fields(state: KeyedState) -> Iterator[tuple[str, T.StructField]]:
+    fields = {f.name: f for f in state.target.schema.spark_schema().fields}
+    for name in state.key:
+        yield name, fields[name]
+
+
+@dataclass(frozen=True)
+class States(Mapping[str, KeyedState]):
+    """A batch's declared states by name (``state["totals"]``)."""
+
+    targets: tuple[StateTarget, ...]
+    version: int
+
+    def __getitem__(self, name: str) -> KeyedState:
+        for target in self.targets:
+            if target.schema.name == name:
+                return KeyedState(target, self.version)
+        raise KeyError(f"no state named {name!r}: spec.transform.state declares {list(self.names)}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    @property
+    def names(self) -> Sequence[str]:
+        return [t.schema.name for t in self.targets]
+
+    def at(self, version: int) -> States:
+        """The same states, as the batch of ``version`` reads them."""
+        return States(self.targets, version)

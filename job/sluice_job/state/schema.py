@@ -1,0 +1,217 @@
+"""A declared state's table, as CQL and as Spark sees it, and how it compares with the
+table Cassandra has: purely computational.
+
+A state table is ``PRIMARY KEY ((key...), sluice_version)``, newest version first:
+one row per key and batch version, so a batch reads the state the batches before it
+committed (the newest row below its own version) and never its own partial write.
+``sluice_deleted`` marks a row that records the key's deletion.
+
+What a declaration may change against the table it finds (``problems``): a value
+column the table lacks is added (it reads null in the rows written before it); a
+column whose type differs, a key that differs, or a column of the table the
+declaration no longer names are refused, naming the columns, before anything is read:
+a state is never half-read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
+
+from sluice_api.state import DELETED_COLUMN, VERSION_COLUMN, State
+from sluice_job.cql_table import CqlSchemaError, CqlType, parse_type
+
+OWNER_COMMENT: Final = "sluice state {name} of pipeline {owner}"
+"""The table's comment: which pipeline's state it is."""
+
+
+class StateSchemaError(ValueError):
+    """A state declaration does not fit its table (or Cassandra's types); the message
+    names the state and the columns."""
+
+
+@dataclass(frozen=True)
+class StateSchema:
+    """One declared state, resolved: where its table is, its key and value columns
+    with their CQL types (lower-case names, in declaration order) and its TTL."""
+
+    name: str
+    keyspace: str
+    table: str
+    key: tuple[tuple[str, str], ...]
+    values: tuple[tuple[str, str], ...]
+    ttl_seconds: int
+
+    @classmethod
+    def of(cls, state: State, checkpoint_keyspace: str) -> StateSchema:
+        types = state.column_types()
+        key = tuple((c.name.lower(), types[c.name.lower()]) for c in state.key)
+        values = tuple((c.name.lower(), types[c.name.lower()]) for c in state.columns)
+        schema = cls(
+            state.name,
+            state.keyspace or checkpoint_keyspace,
+            state.table.lower(),
+            key,
+            values,
+            state.ttl_seconds,
+        )
+        schema.spark_schema()  # refuses a type no Spark column carries
+        return schema
+
+    @property
+    def where(self) -> str:
+        return f"{self.keyspace}.{self.table}"
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.key)
+
+    @property
+    def value_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.values)
+
+    def columns(self) -> dict[str, str]:
+        """Every column the table holds for this declaration, and its CQL type."""
+        return {
+            **dict(self.key),
+            VERSION_COLUMN: "bigint",
+            **dict(self.values),
+            DELETED_COLUMN: "boolean",
+        }
+
+    def spark_schema(self) -> T.StructType:
+        """The Spark schema of a lookup's rows: the key and value columns."""
+        fields = []
+        for name, cql in (*self.key, *self.values):
+            fields.append(T.StructField(name, _spark(self.name, name, cql), nullable=True))
+        return T.StructType(fields)
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema(
+            [
+                pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"))
+                for f in self.spark_schema().fields
+            ]
+        )
+
+    def create(self, owner: str) -> str:
+        """The table's ``CREATE TABLE IF NOT EXISTS``."""
+        columns = ", ".join(f'"{name}" {cql}' for name, cql in self.columns().items())
+        keys = ", ".join(f'"{name}"' for name in self.key_names)
+        comment = OWNER_COMMENT.format(name=self.name, owner=owner).replace("'", "''")
+        return (
+            f'CREATE TABLE IF NOT EXISTS "{self.keyspace}"."{self.table}" ({columns}, '
+            f'PRIMARY KEY (({keys}), "{VERSION_COLUMN}")) '
+            f'WITH CLUSTERING ORDER BY ("{VERSION_COLUMN}" DESC) '
+            f"AND comment = '{comment}'"
+        )
+
+    def add_column(self, name: str) -> str:
+        return f'ALTER TABLE "{self.keyspace}"."{self.table}" ADD "{name}" {self.columns()[name]}'
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A table as Cassandra's metadata describes it."""
+
+    columns: Mapping[str, str]
+    """Column name to CQL type, as the driver's metadata prints it."""
+    partition_key: tuple[str, ...]
+    clustering_key: tuple[str, ...]
+    comment: str
+
+
+def problems(schema: StateSchema, table: Existing, owner: str) -> tuple[list[str], list[str]]:
+    """What to add to ``table`` for ``schema`` (value columns it lacks), and why it does
+    not fit (empty when it does)."""
+    found: list[str] = []
+    expected_comment = OWNER_COMMENT.format(name=schema.name, owner=owner)
+    if table.comment != expected_comment:
+        found.append(
+            f"its comment is {table.comment!r}, not {expected_comment!r}: it is not this "
+            "pipeline's state (another pipeline's, or a table of the user's)"
+        )
+    if table.partition_key != schema.key_names:
+        found.append(
+            f"its partition key is {list(table.partition_key)}, the declared key "
+            f"{list(schema.key_names)}"
+        )
+    if table.clustering_key != (VERSION_COLUMN,):
+        found.append(f"its clustering key is {list(table.clustering_key)}, not [{VERSION_COLUMN}]")
+    declared = schema.columns()
+    for name, cql in declared.items():
+        have = table.columns.get(name)
+        if have is not None and _canonical(have) != _canonical(cql):
+            found.append(f"column {name} is {have} in the table, declared {cql}")
+    extra = sorted(set(table.columns) - set(declared))
+    if extra:
+        found.append(
+            f"the table has column(s) {extra} the state no longer declares: declare them "
+            "again (a migration reads them) or drop them from the table with CQL"
+        )
+    to_add = [name for name in declared if name not in table.columns]
+    missing_key = [name for name in to_add if name in schema.key_names or name == VERSION_COLUMN]
+    if missing_key:
+        found.append(f"the table lacks key column(s) {missing_key}")
+    return [n for n in to_add if n not in missing_key], found
+
+
+def _canonical(cql: str) -> str:
+    try:
+        return str(parse_type(cql))
+    except CqlSchemaError:
+        return cql.replace(" ", "").lower()
+
+
+SPARK_SCALARS: Final[Mapping[str, T.DataType]] = {
+    "ascii": T.StringType(),
+    "text": T.StringType(),
+    "varchar": T.StringType(),
+    "tinyint": T.ByteType(),
+    "smallint": T.ShortType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "varint": T.LongType(),
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "decimal": T.DecimalType(38, 18),
+    "boolean": T.BooleanType(),
+    "timestamp": T.TimestampType(),
+    "date": T.DateType(),
+    "blob": T.BinaryType(),
+    "uuid": T.StringType(),
+    "timeuuid": T.StringType(),
+}
+"""The Spark type a lookup gives each scalar CQL type (what the sink takes for it)."""
+
+
+def spark_of(cql: CqlType) -> T.DataType | None:
+    """The Spark type of a state column of ``cql``; ``None`` if none carries it."""
+    if cql.name in ("list", "set"):
+        element = spark_of(cql.args[0])
+        return None if element is None else T.ArrayType(element, containsNull=False)
+    if cql.name == "map":
+        key, value = spark_of(cql.args[0]), spark_of(cql.args[1])
+        if key is None or value is None:
+            return None
+        return T.MapType(key, value, valueContainsNull=True)
+    return SPARK_SCALARS.get(cql.name)
+
+
+def _spark(state: str, column: str, cql_text: str) -> T.DataType:
+    try:
+        cql = parse_type(cql_text)
+    except CqlSchemaError as err:
+        raise StateSchemaError(f"state {state!r}, column {column!r}: {err}") from None
+    found = spark_of(cql)
+    if found is None:
+        raise StateSchemaError(
+            f"state {state!r}, column {column!r}: the CQL type {cql_text!r} is not one a state "
+            "column takes (scalars and list, set, map of them; not counter)"
+        )
+    return found

@@ -1,0 +1,63 @@
+"""A state's table in Cassandra: created when missing, widened by a new value column,
+refused (with the columns named) when it does not fit the declaration.
+
+Runs once at the driver's start, before the first batch, on the checkpoint's
+session: the state lives in the checkpoint's cluster and is written under its fence.
+"""
+
+from __future__ import annotations
+
+from cassandra.cluster import Session
+
+from sluice_job import logs
+from sluice_job.state.schema import Existing, StateSchema, StateSchemaError, problems
+
+
+def ensure(session: Session, schema: StateSchema, owner: str) -> None:
+    """``schema``'s table exists and fits it; raises :class:`StateSchemaError` if it
+    cannot (another pipeline's table, a changed key or type, a column dropped)."""
+    cluster = session.cluster
+    existing = _existing(session, schema)
+    if existing is None:
+        session.execute(schema.create(owner))
+        cluster.control_connection.wait_for_schema_agreement()
+        logs.event("state table created", state=schema.name, table=schema.where)
+        existing = _existing(session, schema)
+        if existing is None:
+            raise StateSchemaError(f"state {schema.name!r}: table {schema.where} was not created")
+    to_add, found = problems(schema, existing, owner)
+    if found:
+        raise StateSchemaError(
+            f"state {schema.name!r} does not fit table {schema.where}: " + "; ".join(found)
+        )
+    for name in to_add:
+        session.execute(schema.add_column(name))
+        logs.event(
+            "state column added",
+            state=schema.name,
+            table=schema.where,
+            column=name,
+            why="declared by this version of the transform; older rows read it as null",
+        )
+    if to_add:
+        cluster.control_connection.wait_for_schema_agreement()
+
+
+def _existing(session: Session, schema: StateSchema) -> Existing | None:
+    cluster = session.cluster
+    cluster.refresh_table_metadata(schema.keyspace, schema.table)
+    keyspace = cluster.metadata.keyspaces.get(schema.keyspace)
+    if keyspace is None:
+        raise StateSchemaError(
+            f"state {schema.name!r}: keyspace {schema.keyspace} does not exist: create it, "
+            "or leave transform.state[].keyspace unset (the checkpoint's)"
+        )
+    table = keyspace.tables.get(schema.table)
+    if table is None:
+        return None
+    return Existing(
+        columns={name: column.cql_type for name, column in table.columns.items()},
+        partition_key=tuple(c.name for c in table.partition_key),
+        clustering_key=tuple(c.name for c in table.clustering_key),
+        comment=str(table.options.get("comment") or ""),
+    )
