@@ -16,6 +16,10 @@ RECORDS_IN: Final = "sluice_records_in"
 RECORDS_OUT: Final = "sluice_records_out"
 RECORDS_REJECTED: Final = "sluice_records_rejected"
 RECORDS_SKIPPED: Final = "sluice_records_skipped"
+RECORDS_LATE: Final = "sluice_late_records"
+"""Records behind the event-time watermark (``spec.transform.eventTime``), committed."""
+EVENT_WATERMARK: Final = "sluice_event_watermark_seconds"
+"""The event-time watermark the last commit left, Unix seconds."""
 OFFSET_RESETS: Final = "sluice_offset_resets"
 """Times a partition's checkpoint was beyond its end (topic recreated or truncated)
 and reading started again at its earliest offset; labelled topic and partition."""
@@ -70,6 +74,8 @@ DRIVER: Final = (
     RECORDS_OUT,
     RECORDS_REJECTED,
     RECORDS_SKIPPED,
+    RECORDS_LATE,
+    EVENT_WATERMARK,
     OFFSET_RESETS,
     OFFSET_RESET_FROM,
     OFFSET_RESET_TO,

@@ -17,6 +17,8 @@ CASSANDRA_NAME: Final = r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$"
 HOST_PORT = r"^[^\s:,]+(:[0-9]{1,5})?$"
 CONTACT_POINTS_MAX: Final = 32
 CASSANDRA_MAX_TTL: Final = 630_720_000
+ENTRYPOINT: Final = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+"""``module:function``, as ``transform.entrypoint`` and a state's ``migrate`` name code."""
 """Cassandra refuses a TTL above 20 years: every write with a larger one fails."""
 
 SecretName = Annotated[

@@ -16,13 +16,15 @@ from typing import Final, Self
 
 from pydantic import Field, model_validator
 
-from sluice_api.spec_base import CASSANDRA_MAX_TTL, CASSANDRA_NAME, Model
+from sluice_api.spec_base import CASSANDRA_MAX_TTL, CASSANDRA_NAME, ENTRYPOINT, Model
 
 VERSION_COLUMN: Final = "sluice_version"
 """The clustering column of every state table: the batch version that wrote the row."""
 DELETED_COLUMN: Final = "sluice_deleted"
 """True in a row that records the key's deletion (its state is gone from that batch on)."""
-RESERVED: Final = (VERSION_COLUMN, DELETED_COLUMN)
+REVISION_COLUMN: Final = "sluice_revision"
+"""The declaration's ``revision`` a row was written under (null: revision 1)."""
+RESERVED: Final = (VERSION_COLUMN, DELETED_COLUMN, REVISION_COLUMN)
 """Column names a declaration may not use: the driver's own columns of the table."""
 STATES_MAX: Final = 8
 KEY_COLUMNS_MAX: Final = 8
@@ -94,6 +96,37 @@ class State(Model):
             "(the default): never."
         ),
     )
+
+    revision: int = Field(
+        default=1,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "The meaning of the state's columns, raised by a version of the transform that "
+            "changes it: rows an older revision wrote go through migrate when read. Adding "
+            "a column needs no new revision (it reads null in older rows)."
+        ),
+    )
+    migrate: str | None = Field(
+        default=None,
+        pattern=ENTRYPOINT,
+        max_length=200,
+        description=(
+            "module:function(row, revision) -> row or None, applied when a lookup reads a "
+            "row an older revision wrote: the row's columns as a dict and the revision it "
+            "was written under; returns the row in this revision's meaning (None: no "
+            "state). Required when revision > 1."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _migrate_with_revision(self) -> Self:
+        if self.revision > 1 and self.migrate is None:
+            raise ValueError(
+                f"state {self.name!r}: revision {self.revision} needs migrate, the function "
+                "that reads the rows older revisions wrote"
+            )
+        return self
 
     @model_validator(mode="after")
     def _names_once(self) -> Self:

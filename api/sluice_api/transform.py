@@ -10,10 +10,12 @@ from typing import Any, Final, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from sluice_api.event_time import EventTime
+from sluice_api.spec_base import ENTRYPOINT as ENTRYPOINT_PATTERN
 from sluice_api.spec_base import Model, SecretName
 from sluice_api.state import STATES_MAX, State, states_once
 
-ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+ENTRYPOINT = re.compile(ENTRYPOINT_PATTERN)
 OPTIONS_MAX: Final = 64
 OPTIONS_MAX_BYTES: Final = 64 * 1024
 OPTION_NAME: Final = r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$"
@@ -73,6 +75,15 @@ class Transform(Model):
             "Keyed state the function reads and writes between batches, each a Cassandra "
             "table in the checkpoint's cluster, written under the checkpoint's fence "
             "(docs/stateful.md). With state the function takes (DataFrame, options, state)."
+        ),
+    )
+
+    event_time: EventTime | None = Field(
+        default=None,
+        description=(
+            "The pipeline's event time (docs/stateful.md): a watermark kept in the "
+            "checkpoint row, and records behind it dead-lettered or counted. With it the "
+            "function takes (DataFrame, options, state)."
         ),
     )
 

@@ -72,6 +72,8 @@ def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any
         "records": batch.records,
         "records_out": times.records_out if times else 0,
         "rejected": times.records_rejected if times else 0,
+        "late": times.records_late if times else 0,
+        "event_watermark": times.event_watermark if times else None,
         "read_s": round(times.read, 4) if times else 0.0,
         "transform_s": round(times.transform, 4) if times else 0.0,
         "dead_letter_s": round(times.dead_letter, 4) if times else 0.0,

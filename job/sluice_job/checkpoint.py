@@ -47,6 +47,7 @@ from cassandra import ConsistencyLevel, OperationTimedOut, WriteTimeout
 from cassandra.cluster import NoHostAvailable, Session
 from cassandra.query import PreparedStatement
 
+from sluice_api import event_time
 from sluice_job import checkpoint_schema, failpoints, logs, offsets
 from sluice_job.adoption import Legacy, Step, next_step
 from sluice_job.offsets import OffsetRange, TopicPartition
@@ -92,6 +93,9 @@ class Batch:
     spool: str = ""
     """A Pub/Sub batch's messages, kept under this id in the spool (``pubsub.spool``)
     so that whoever executes the batch reads the same messages; empty for Kafka."""
+    event_watermark: int | None = field(default=None, compare=False)
+    """The event-time watermark (ms) its execution moved the pipeline's to
+    (``sluice_api.event_time.advance``), set before its commit; ``None``: unchanged."""
     letters_durable: bool = field(default=False, compare=False)
     """Its dead letters are durable (the checkpoint row says so): a re-run of the
     batch does not write them again (``CheckpointStore.letters_durable``)."""
@@ -145,6 +149,9 @@ class Checkpoint:
     committed_at: datetime | None = None
     """When batch ``batch_id`` was committed (its history row), as :meth:`CheckpointStore.claim`
     returns it; ``None`` when unknown or when nothing was committed."""
+    event_watermark: int | None = None
+    """The event-time watermark (ms) as batch ``batch_id`` committed it; ``None``: the
+    pipeline declares no event time, or has seen none."""
 
 
 @dataclass
@@ -166,6 +173,13 @@ class CheckpointStore:
     """The last batch this driver committed (its LWT applied)."""
     _statements: dict[str, PreparedStatement] = field(default_factory=dict)
     _applied_resets: frozenset[str] = frozenset()
+    _event_watermark: int | None = None
+
+    @property
+    def event_watermark(self) -> int | None:
+        """The event-time watermark (ms) as the last committed batch left it (from the
+        claim on): what the next batch's records are measured against."""
+        return self._event_watermark
 
     # -- schema ----------------------------------------------------------------
 
@@ -240,6 +254,7 @@ class CheckpointStore:
             raise FencedError(f"pipeline {self.pipeline} was claimed by a newer epoch")
         self._epoch, self._batch_id = epoch, checkpoint.batch_id
         self._applied_resets = checkpoint.resets
+        self._event_watermark = checkpoint.event_watermark
         self.session.execute(
             self._statements["claim_log"],
             (self.pipeline, epoch, self.owner, self.code_version, checkpoint.batch_id, now),
@@ -427,6 +442,7 @@ class CheckpointStore:
             batch.records,
             started_at,
             batch.version,
+            watermark := event_time.later(self._event_watermark, batch.event_watermark),
             self.pipeline,
             self.owner,
             epoch,
@@ -438,6 +454,7 @@ class CheckpointStore:
         if not applied:
             self._raise_lost_ownership(batch.batch_id)
         self._batch_id, self._committed = batch.batch_id, batch
+        self._event_watermark = watermark
         failpoints.phase("after_commit", batch.batch_id)
         self._record_committed(batch, epoch, started_at)
         return lwt
@@ -519,6 +536,7 @@ class CheckpointStore:
             ),
             version=row.write_version or 0,
             resets=frozenset(row.applied_resets or ()),
+            event_watermark=row.event_watermark,
         )
 
     def committed_at(self, batch_id: int) -> datetime | None:
@@ -645,8 +663,8 @@ def _legacy(row: Any) -> Legacy | None:
 
 
 LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
-    planned, write_version, applied_resets, letters_durable FROM {ks}.checkpoints
-    WHERE pipeline = ?"""
+    planned, write_version, applied_resets, letters_durable, event_watermark
+    FROM {ks}.checkpoints WHERE pipeline = ?"""
 
 
 def statements(ks: str) -> dict[str, str]:
@@ -662,8 +680,8 @@ def statements(ks: str) -> dict[str, str]:
             IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?""",
         "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
             updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
-            write_version = ?, planned_id = null, planned = null, last_reset = null
-            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
+            write_version = ?, event_watermark = ?, planned_id = null, planned = null,
+            last_reset = null WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
         "reset": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
             updated_at = ?, last_ranges = '{{}}', last_records = 0, last_started_at = ?,
             write_version = ?, planned_id = null, planned = null, last_reset = ?,

@@ -64,6 +64,8 @@ ADDED_COLUMNS: Final = (
     ("checkpoints", "adopted_from", "text"),
     # The planned batch whose dead letters are durable: a re-run skips them.
     ("checkpoints", "letters_durable", "bigint"),
+    # The event-time watermark, in milliseconds (spec.transform.eventTime).
+    ("checkpoints", "event_watermark", "bigint"),
 )
 
 

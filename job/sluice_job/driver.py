@@ -71,6 +71,7 @@ from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
 from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
 from sluice_job.state import States, StateShapeError
+from sluice_job.state import access as state_access
 from sluice_job.state import table as state_table
 from sluice_job.state.access import StateTarget
 from sluice_job.state.schema import StateSchema, StateSchemaError
@@ -131,7 +132,8 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     # A hot standby hears its promotion from its start on, so that one promoted while
     # it gets ready cuts its warm-up short (``standby.get_ready``).
     control = _hot_control(cfg)
-    function = transform.load(spec.transform.entrypoint, stateful=bool(spec.transform.state))
+    stateful = bool(spec.transform.state) or spec.transform.event_time is not None
+    function = transform.load(spec.transform.entrypoint, stateful=stateful)
     checkpoint = spec.checkpoint.cassandra
     credentials = Credentials.from_env(env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
     tls = TlsMaterial.from_env(checkpoint.tls, env, env_names.CHECKPOINT_CASSANDRA_CREDENTIALS)
@@ -290,6 +292,7 @@ class Parts:
             self.dead_letters,
             self.store,
             self.states,
+            lambda: self.store.event_watermark,
         )
 
     def timed_out(self, batch_id: int, seconds: float) -> None:
@@ -527,11 +530,11 @@ def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
 def _states(
     cfg: DriverConfig, session: Session, credentials: Credentials | None, tls: TlsMaterial | None
 ) -> States | None:
-    """The declared states, each table created or checked against its declaration
+    """The declared states and event time, each table created or checked against its declaration
     (``state.table``, a misfit raises ``StateSchemaError``), read and written with the
     checkpoint's cluster, credentials and TLS: the state lives beside the offsets."""
-    declared = cfg.spec.transform.state
-    if not declared:
+    declared, clock = cfg.spec.transform.state, cfg.spec.transform.event_time
+    if not declared and clock is None:
         return None
     checkpoint = cfg.spec.checkpoint.cassandra
     owner = f"{cfg.namespace}/{cfg.pipeline}"
@@ -541,9 +544,11 @@ def _states(
     targets = []
     for state in declared:
         schema = StateSchema.of(state, checkpoint.keyspace)
+        if schema.migrate:
+            state_access.migration(schema)  # importable, before any batch
         state_table.ensure(session, schema, owner)
         targets.append(StateTarget(connection, schema))
-    return States(tuple(targets), 0)
+    return States(tuple(targets), 0, clock)
 
 
 def _rate_control(spec: PipelineSpec) -> RateControl | None:

@@ -47,7 +47,7 @@ than in one piece.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -55,7 +55,8 @@ from typing import Any, Final, Protocol
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_job import failpoints, logs, reader, transform
+from sluice_api.event_time import advance
+from sluice_job import event_time, failpoints, logs, reader, transform
 from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
@@ -141,7 +142,10 @@ class SparkExecutor:
     dead_letters: DeadLetters
     marks: LetterMarks
     states: States | None = None
-    """The declared states (``spec.transform.state``), or ``None``: a stateless transform."""
+    """The declared states and event time (``spec.transform.state``, ``eventTime``), or
+    ``None``: a transform that declares neither."""
+    watermark: Callable[[], int | None] = lambda: None
+    """The event-time watermark the last commit left (``CheckpointStore.event_watermark``)."""
     _marked: int | None = field(init=False, default=None)
     """The last batch whose letters this executor made durable and recorded so."""
     _sent: int | None = field(init=False, default=None)
@@ -159,7 +163,8 @@ class SparkExecutor:
         clock = Stopwatch()
         records = self.records.frame(batch)
         read = clock.lap()
-        states = None if self.states is None else self.states.at(batch.version)
+        before = self.watermark()
+        states = None if self.states is None else self.states.at(batch.version, before)
         result = transform.apply(self.transform, records, self.options, states)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
@@ -179,14 +184,21 @@ class SparkExecutor:
             for name, rows in result.state.items()
             if states is not None
         ]
+        clock_job = (
+            self._state_writer.submit(event_time.newest_and_late, result.event_time)
+            if result.event_time is not None and states is not None and states.event_time
+            else None
+        )
         try:
             records_out = self._write(result.output, version)
         except BaseException:
             pending: list[Future[Any]] = [*state_writes]
-            wait([*pending, *([counted] if counted is not None else [])])
+            pending += [f for f in (counted, clock_job) if f is not None]
+            wait(pending)
             raise  # the write's failure is the one to report
         for written in state_writes:
             written.result()
+        newest, late = clock_job.result() if clock_job is not None else (None, 0)
         gathered = counted.result() if counted is not None else Gathered(0, 0)
         wrote = clock.lap()
         if rejects is not None:
@@ -200,6 +212,12 @@ class SparkExecutor:
             records_in=batch.records,
             records_rejected=gathered.count,
             dead_letter=dead_lettered,
+            event_watermark=(
+                advance(before, newest, states.event_time.allowed_lateness_seconds)
+                if states is not None and states.event_time is not None
+                else None
+            ),
+            records_late=late,
         )
 
     def _to_send(self, batch: Batch) -> bool:

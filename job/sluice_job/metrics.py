@@ -55,6 +55,16 @@ RECORDS_REJECTED = Counter(
     "Records the transform rejected, written to the dead-letter topic, committed.",
     PIPELINE,
 )
+RECORDS_LATE = Counter(
+    names.RECORDS_LATE,
+    "Records behind the event-time watermark (dead-lettered or counted), committed.",
+    PIPELINE,
+)
+EVENT_WATERMARK = Gauge(
+    names.EVENT_WATERMARK,
+    "The event-time watermark the last commit left, Unix seconds.",
+    PIPELINE,
+)
 RECORDS_SKIPPED = Counter(
     names.RECORDS_SKIPPED,
     "Records deleted before they were read, by retention or with a recreated topic "
@@ -243,6 +253,10 @@ class PrometheusObserver:
         RECORDS_IN.labels(self.pipeline).inc(times.records_in)
         RECORDS_OUT.labels(self.pipeline).inc(times.records_out)
         RECORDS_REJECTED.labels(self.pipeline).inc(times.records_rejected)
+        if times.records_late:
+            RECORDS_LATE.labels(self.pipeline).inc(times.records_late)
+        if times.event_watermark is not None:
+            EVENT_WATERMARK.labels(self.pipeline).set(times.event_watermark / 1000)
         self._phase(Phase.READ, times.read)
         self._phase(Phase.TRANSFORM, times.transform)
         self._phase(Phase.DEAD_LETTER, times.dead_letter)

@@ -9,6 +9,7 @@ happened. Tests give it fakes of the same shapes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +50,18 @@ class PhaseTimes:
     records_in: int = 0
     records_rejected: int = 0
     dead_letter: float = 0.0
+    event_watermark: int | None = None
+    """The event-time watermark (ms) the batch's records moved the pipeline's to;
+    ``None``: the pipeline declares no event time, or the batch left it."""
+    records_late: int = 0
+    """Records behind the watermark (``spec.transform.eventTime``)."""
+
+
+def with_watermark(batch: Batch, times: PhaseTimes | None) -> Batch:
+    """``batch`` as it commits: with the watermark its execution reached, if any."""
+    if times is None or times.event_watermark is None:
+        return batch
+    return dataclasses.replace(batch, event_watermark=times.event_watermark)
 
 
 class Executor(Protocol):

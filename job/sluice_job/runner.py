@@ -48,6 +48,7 @@ from sluice_job.ports import (
     PhaseTimes,
     Store,
     WatermarkSource,
+    with_watermark,
 )
 
 __all__ = ["Committed", "Observer", "Observers", "PhaseTimes", "Progress", "Runner"]
@@ -253,7 +254,8 @@ class Runner:
         if batch.ranges and not planned_ahead:
             run.timed("plan", lambda: self._store.plan(batch))
         times = self._executor.execute(batch, self.epoch) if batch.ranges else None
-        lwt = run.timed("commit", lambda: self._store.commit(batch, run.started_at))
+        done = with_watermark(batch, times)
+        lwt = run.timed("commit", lambda: self._store.commit(done, run.started_at))
         self._advance(batch)
         self._report(run.committed(times, lwt), recovered=planned_ahead)
 

@@ -32,6 +32,7 @@ written (:class:`NondeterministicTransformError`, exit 2).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -57,11 +58,14 @@ class TransformResult:
     """The new state of the keys the batch touched, per declared state name: the key
     columns, value columns, and optionally ``sluice_deleted`` (true: the key's state
     is deleted). A state left out is not written this batch."""
+    event_time: DataFrame | None = None
+    """The batch's event times, which move the watermark (``spec.transform.eventTime``):
+    ``sluice_job.event_time.split(...).times``."""
 
     def with_output(self, output: DataFrame) -> TransformResult:
-        """The same rejects and state with another output, for transforms built on
-        others."""
-        return TransformResult(output, self.rejects, self.state)
+        """The same rejects, state and event times with another output, for
+        transforms built on others."""
+        return dataclasses.replace(self, output=output)
 
 
 TransformFn = Callable[..., DataFrame | TransformResult]
@@ -131,7 +135,12 @@ def apply(
             "or a sluice_job.transform.TransformResult"
         )
     if result.state:
-        result = TransformResult(result.output, result.rejects, _states(result.state, states))
+        result = dataclasses.replace(result, state=_states(result.state, states))
+    if result.event_time is not None and not deterministic(result.event_time):
+        raise NondeterministicTransformError(
+            "spec.transform.entrypoint: the transform's event times are not deterministic: "
+            "they move the watermark in a Spark job of their own (docs/stateful.md)"
+        )
     if result.rejects is None:
         return result
     missing = [c for c in REJECT_COLUMNS if c not in result.rejects.columns]
@@ -149,7 +158,7 @@ def apply(
                 "way could land in neither or in both. Decide by the record's content, or "
                 "return one DataFrame without rejects (docs/writing-a-transform.md)"
             )
-    return TransformResult(result.output, result.rejects.select(*REJECT_COLUMNS), result.state)
+    return dataclasses.replace(result, rejects=result.rejects.select(*REJECT_COLUMNS))
 
 
 def _states(given: Mapping[str, DataFrame], states: States | None) -> dict[str, DataFrame]:

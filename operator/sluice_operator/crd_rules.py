@@ -149,6 +149,12 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             f"!{_STATE_NAMES}.exists(n, n in {cel_list(STATE_RESERVED)})",
             f"columns {', '.join(STATE_RESERVED)} are the driver's own: name yours otherwise",
         ),
+        Rule(
+            "!has(self.revision) || self.revision == 1 || has(self.migrate)",
+            "a state's revision above 1 needs migrate, the function that reads the rows "
+            "older revisions wrote",
+            field_path=".migrate",
+        ),
     ),
     "spec.source": (
         Rule(

@@ -636,6 +636,11 @@ INVALID = {
         "spec.transform.state[0].key",
         "should have at least 1 items",
     ),
+    "state-revision-without-migrate": Invalid(
+        changed("transform.state", [STATE | {"revision": 2}]),
+        "spec.transform.state[0].migrate",
+        "revision above 1 needs migrate",
+    ),
     "state-type": Invalid(
         changed("transform.state", [STATE | {"columns": [{"name": "n", "type": "big int!"}]}]),
         "spec.transform.state[0].columns[0].type",

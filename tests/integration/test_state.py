@@ -17,8 +17,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sluice_api.event_time import EventTime, LateRecords
 from sluice_api.state import State
-from sluice_job import transform
+from sluice_job import event_time, transform
 from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.state import DELETED, States, StateShapeError
 from sluice_job.state import table as state_table
@@ -251,3 +252,70 @@ def test_a_new_state_that_does_not_fit_its_declaration_is_refused(
     random_views = counted.withColumn("views", (F.rand() * 10).cast("bigint"))
     with pytest.raises(NondeterministicTransformError, match="new state 'totals'"):
         transform.apply(returning(totals=random_views), records, {}, states.at(100))
+
+
+DURATIONS = {
+    "name": "durations",
+    "table": "durations",
+    "key": [{"name": "page", "type": "text"}],
+    "columns": [{"name": "duration", "type": "bigint"}],
+}
+
+
+def test_a_revision_that_changes_a_columns_meaning_reads_older_rows_migrated(
+    spark_session: SparkSession, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
+) -> None:
+    """v1 kept each page's duration in seconds; v2 (revision 2) keeps milliseconds and
+    declares a migration: v1's rows read converted, once, and v2's rows as written;
+    v1's code run again over v2's rows fails naming the revisions."""
+    v1 = declare(cassandra, cassandra_contact, cassandra_keyspace, DURATIONS)
+    target = v1.at(100)["durations"]
+    seconds = spark_session.createDataFrame(
+        [("/a", 3), ("/b", None), ("/c", 5)], "page string, duration bigint"
+    )
+    state_write.write(target, target.conform(seconds), write_version(100, 1))
+
+    v2_body = {**DURATIONS, "revision": 2, "migrate": "tests.support.transforms:seconds_to_ms"}
+    v2 = declare(cassandra, cassandra_contact, cassandra_keyspace, v2_body)
+    pages = spark_session.createDataFrame([("/a",), ("/b",), ("/c",)], "page string")
+
+    def read(states: States, version: int) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in states.at(version)["durations"].lookup(pages).collect())
+
+    assert read(v2, 200) == [("/a", 3000), ("/c", 5000)], "migrated; /b's row dropped"
+    written = v2.at(200)["durations"]
+    ms = spark_session.createDataFrame([("/a", 3500)], "page string, duration bigint")
+    state_write.write(written, written.conform(ms), write_version(200, 1))
+    assert read(v2, 300) == [("/a", 3500), ("/c", 5000)], "v2's own row read as written"
+    revisions = {
+        r.page: r.sluice_revision
+        for r in cassandra.execute(
+            f"SELECT page, sluice_revision FROM {cassandra_keyspace}.durations "
+            "WHERE page IN ('/a', '/c') PER PARTITION LIMIT 1"
+        )
+    }
+    assert revisions == {"/a": 2, "/c": 1}
+
+    with pytest.raises(
+        Exception, match="written by revision 2, this transform declares revision 1"
+    ):
+        read(v1, 300)
+
+
+def test_late_records_counted_are_left_out_and_the_newest_on_time_event_is_found(
+    spark_session: SparkSession,
+) -> None:
+    """``late: Count``: split gives no rejects, and the times frame the driver counts
+    gives the newest on-time event and the late ones' count."""
+    counting = States((), 100, EventTime(late=LateRecords.COUNT), watermark_ms=1_000)
+    events = spark_session.createDataFrame(
+        [("a", 500), ("b", 999), ("c", 1_000), ("d", 4_000), ("e", None)], "id string, ms long"
+    ).withColumn("at", F.timestamp_millis("ms"))
+    parts = event_time.split(events, "at", counting)
+    assert parts.late is None
+    assert sorted(r["id"] for r in parts.on_time.collect()) == ["c", "d", "e"]
+    assert event_time.newest_and_late(parts.times) == (4_000, 2)
+    with pytest.raises(event_time.EventTimeError, match="lack the record's column"):
+        event_time.split(events, "at", States((), 100, EventTime(), watermark_ms=1_000))
+    with pytest.raises(event_time.EventTimeError, match=r"needs spec\.transform\.eventTime"):
+        event_time.split(events, "at", States((), 100))

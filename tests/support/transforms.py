@@ -11,9 +11,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sluice_job import keys
+from sluice_job import event_time, keys
 from sluice_job.examples.ui_events import clean
-from sluice_job.transform import TransformResult
+from sluice_job.transform import REJECT_COLUMNS, TransformResult
 
 EVENTS_TABLE = """CREATE TABLE {keyspace}.events (event_id text PRIMARY KEY, seq bigint,
     page text, action text, user_id text, event_time timestamp, source_topic text,
@@ -101,3 +101,30 @@ def page_totals(records: DataFrame, options: Mapping[str, Any], state: Any) -> T
         "page", (F.coalesce(F.col("views"), F.lit(0)) + F.col("n")).alias("views")
     )
     return TransformResult(result.output, result.rejects, {"totals": new})
+
+
+def seconds_to_ms(row: dict[str, Any], revision: int) -> dict[str, Any] | None:
+    """A state's ``migrate``: revision 1 kept ``duration`` in seconds, revision 2 in
+    milliseconds; a row with no duration is dropped (no state)."""
+    assert revision == 1, revision
+    if row["duration"] is None:
+        return None
+    return {**row, "duration": row["duration"] * 1000}
+
+
+def late_aware(records: DataFrame, options: Mapping[str, Any], state: Any) -> TransformResult:
+    """The tagged events of the records at or after the event-time watermark (their
+    JSON's ``ts``); the records behind it as rejects, through ``event_time.split``."""
+    ts = F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")
+    parts = event_time.split(
+        records.withColumn("ts_event", F.timestamp_millis(ts)), "ts_event", state
+    )
+    result = tagged(parts.on_time.drop("ts_event"), options)
+    rejects = result.rejects
+    if parts.late is not None:
+        rejects = (
+            parts.late
+            if rejects is None
+            else rejects.select(*REJECT_COLUMNS).unionByName(parts.late)
+        )
+    return TransformResult(result.output, rejects, event_time=parts.times)

@@ -80,8 +80,9 @@ def test_a_current_keyspace_needs_no_ddl_so_its_role_needs_no_create_or_alter() 
         "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS adopted_by text",
         "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS adopted_from text",
         "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS letters_durable bigint",
+        "ALTER TABLE ks.checkpoints ADD IF NOT EXISTS event_watermark bigint",
     ]
-    created["checkpoints"] |= {"adopted_by", "adopted_from", "letters_durable"}
+    created["checkpoints"] |= {"adopted_by", "adopted_from", "letters_durable", "event_watermark"}
     assert checkpoint_schema.missing("ks", created) == []
     # A Kafka pipeline never asks for the Pub/Sub source's tables; a Pub/Sub one does.
     pubsub = checkpoint_schema.missing("ks", created, pubsub=True)

@@ -169,6 +169,7 @@ def _row(letters_durable: int | None) -> Any:
         write_version=6,
         applied_resets=None,
         letters_durable=letters_durable,
+        event_watermark=None,
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 from pyspark.sql import types as T
 
+from sluice_api.event_time import advance, later
 from sluice_api.state import State
 from sluice_api.transform import Transform
 from sluice_job import transform
@@ -53,6 +54,9 @@ def test_a_declaration_names_each_column_once_and_not_the_drivers_own() -> None:
         declared(columns=[{"name": "sluice_version", "type": "bigint"}])
     with pytest.raises(ValidationError, match="key"):
         declared(key=[])
+    with pytest.raises(ValidationError, match="revision 2 needs migrate"):
+        declared(revision=2)
+    assert declared(revision=2, migrate="m:f").migrate == "m:f"
 
 
 def test_a_transform_declares_each_state_and_table_once() -> None:
@@ -74,7 +78,7 @@ def test_the_table_is_one_row_per_key_and_version_newest_first() -> None:
     assert schema.ttl_seconds == 3600
     assert schema.create(OWNER) == (
         'CREATE TABLE IF NOT EXISTS "ks"."page_totals" ("page" text, "sluice_version" bigint, '
-        '"views" bigint, "users" set<text>, "sluice_deleted" boolean, '
+        '"views" bigint, "users" set<text>, "sluice_deleted" boolean, "sluice_revision" int, '
         'PRIMARY KEY (("page"), "sluice_version")) '
         'WITH CLUSTERING ORDER BY ("sluice_version" DESC) '
         "AND comment = 'sluice state totals of pipeline team-a/clicks'"
@@ -150,3 +154,14 @@ def test_a_stateful_pipeline_needs_a_function_that_takes_the_state() -> None:
         transform.load(f"{module}:stateless", stateful=True)
     assert transform.load(f"{module}:stateful", stateful=True) is stateful
     assert transform.load(f"{module}:stateless") is stateless
+
+
+def test_the_watermark_moves_to_the_newest_event_minus_the_lateness_and_never_back() -> None:
+    assert advance(None, None, 5) is None, "no event time seen yet"
+    assert advance(None, 60_000, 5) == 55_000
+    assert advance(55_000, 50_000, 5) == 55_000, "older events leave it"
+    assert advance(55_000, None, 5) == 55_000, "a batch without events leaves it"
+    assert advance(55_000, 70_000, 0) == 70_000
+    assert later(None, 3) == 3
+    assert later(3, None) == 3
+    assert later(4, 3) == 4

@@ -37,7 +37,7 @@ from sluice_job import announce, logs, outages, stopping, write_order
 from sluice_job.batch import BatchRun, StepTimes, attempted, deadline, log_fields
 from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, TopicPartition
-from sluice_job.ports import Executor, NoObserver, Observer, Store
+from sluice_job.ports import Executor, NoObserver, Observer, Store, with_watermark
 from sluice_job.pubsub.leases import Leases
 from sluice_job.pubsub.messages import Message, oldest_published, sort_deliveries, take
 from sluice_job.runner import IDLE_FIRST, Progress, idle_after
@@ -273,7 +273,8 @@ class PubSubRunner:
             run.timed("plan", lambda: self._timed("mark", lambda: self.spool.mark(batch, messages)))
             self.records.hold(batch, messages)
             times = self._executor.execute(batch, self.epoch)
-            lwt = run.timed("commit", lambda: self._store.commit(batch, run.started_at))
+            done_batch = with_watermark(batch, times)
+            lwt = run.timed("commit", lambda: self._store.commit(done_batch, run.started_at))
         self._advance(batch)
         done = run.committed(times, lwt)
         self.observer.committed(done)

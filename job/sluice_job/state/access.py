@@ -10,7 +10,9 @@ the session and prepared statements the sink's writer caches per worker
   before this one committed it. Rows this batch wrote in an earlier attempt (a crash,
   a retried task) have version ``v`` and are never read; nor are a fenced driver's,
   which wrote them for the same batch, ranges and version. A row that records a
-  deletion reads as no state.
+  deletion reads as no state. A row an older revision of the declaration wrote goes
+  through the state's ``migrate`` function first; one a newer revision wrote (code
+  rolled back over state it cannot read) fails the batch, naming it.
 * A *write* of batch ``v`` reads each key's newest version below ``v`` again and
   sends, as one single-partition batch (atomic on the replica), the key's row at
   ``v`` (``USING TIMESTAMP`` the batch's write version, ``TTL`` the state's) and the
@@ -27,9 +29,9 @@ in flight per task.
 from __future__ import annotations
 
 import datetime as dt
-import decimal
+import importlib
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -39,11 +41,11 @@ from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType, PreparedStatement
 from cassandra.util import Date, OrderedMapSerializedKey, SortedSet
 
-from sluice_api.state import DELETED_COLUMN, VERSION_COLUMN
+from sluice_api.state import DELETED_COLUMN, REVISION_COLUMN, VERSION_COLUMN
 from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.sinks.cassandra_writer import UUID_TYPES, _session, with_uuids
-from sluice_job.state.schema import StateSchema
+from sluice_job.state.schema import StateSchema, StateSchemaError
 
 CHUNK: Final = 2_000
 """Keys read (or written) per round of concurrent requests, and rows per Arrow batch
@@ -52,6 +54,11 @@ a lookup yields."""
 
 class DuplicateStateError(ValueError):
     """The transform gave a key two new states in one batch."""
+
+
+class StateRevisionError(ValueError):
+    """A row of state cannot be read in this revision's meaning: a newer revision
+    wrote it, or the migration gave something that is not a row of this key."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class StateTarget:
     def select(self) -> str:
         names = ", ".join(f'"{n}"' for n in (*self.schema.key_names, *self.schema.value_names))
         return (
-            f'SELECT {names}, "{DELETED_COLUMN}" FROM {self._table()} '
+            f'SELECT {names}, "{DELETED_COLUMN}", "{REVISION_COLUMN}" FROM {self._table()} '
             f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ? LIMIT 1'
         )
 
@@ -75,7 +82,13 @@ class StateTarget:
         )
 
     def insert(self, values: Sequence[str]) -> str:
-        names = [*self.schema.key_names, VERSION_COLUMN, *values, DELETED_COLUMN]
+        names = [
+            *self.schema.key_names,
+            VERSION_COLUMN,
+            *values,
+            DELETED_COLUMN,
+            REVISION_COLUMN,
+        ]
         columns = ", ".join(f'"{n}"' for n in names)
         marks = ", ".join("?" for _ in names)
         return (
@@ -126,6 +139,7 @@ def lookup_arrow(
     )
     arrow = schema.arrow_schema()
     names = arrow.names
+    read = _Reader(target)
     for chunk in _chunks(keys):
         requests = [(statement, (*key, version)) for key in chunk]
         found = []
@@ -137,8 +151,9 @@ def lookup_arrow(
             results_generator=True,
         ):
             row = result.result_or_exc.one() if result.success else None
-            if row is not None and not row[-1]:
-                found.append(row[:-1])
+            state = None if row is None else read(row)
+            if state is not None:
+                found.append(state)
         if found:
             columns = list(zip(*found, strict=True))
             yield pa.RecordBatch.from_arrays(
@@ -197,6 +212,7 @@ def write_arrow(
                     version,
                     *state[width:],
                     gone,
+                    schema.revision,
                     write_version,
                     schema.ttl_seconds,
                 ),
@@ -233,6 +249,75 @@ def _latest_versions(
     return found
 
 
+@dataclass
+class _Reader:
+    """A looked-up row as the lookup gives it: its key and value columns, in this
+    revision's meaning (migrated if an older revision wrote it); ``None`` for no state."""
+
+    target: StateTarget
+
+    def __post_init__(self) -> None:
+        schema = self.target.schema
+        self.names = (*schema.key_names, *schema.value_names)
+        self.width = len(schema.key_names)
+        self.migrate = migration(schema) if schema.migrate else None
+
+    def __call__(self, row: Sequence[Any]) -> tuple[Any, ...] | None:
+        *values, deleted, written_as = row
+        if deleted:
+            return None
+        schema, revision = self.target.schema, int(written_as or 1)
+        if revision == schema.revision:
+            return tuple(values)
+        key = tuple(values[: self.width])
+        if revision > schema.revision:
+            raise StateRevisionError(
+                f"state {schema.name!r}: the row of key {key!r} was written by revision "
+                f"{revision}, this transform declares revision {schema.revision}: code older "
+                "than the state cannot read it; run the newer version (or migrate the rows "
+                "back with CQL)"
+            )
+        if self.migrate is None:
+            raise StateRevisionError(
+                f"state {schema.name!r}: the row of key {key!r} was written by revision "
+                f"{revision}, and the state declares no migrate function"
+            )
+        migrated = self.migrate(dict(zip(self.names, values, strict=True)), revision)
+        if migrated is None:
+            return None
+        if (
+            not isinstance(migrated, Mapping)
+            or tuple(migrated.get(k) for k in schema.key_names) != key
+        ):
+            raise StateRevisionError(
+                f"state {schema.name!r}: {schema.migrate} gave {migrated!r} for the row of key "
+                f"{key!r}: it must return a dict with the same key (or None)"
+            )
+        return tuple(migrated.get(n) for n in self.names)
+
+
+_migrations: dict[str, Callable[[dict[str, Any], int], Any]] = {}
+
+
+def migration(schema: StateSchema) -> Callable[[dict[str, Any], int], Any]:
+    """The state's ``migrate`` function, imported once per process (the driver checks
+    it at start, each Python worker imports it at its first lookup); raises
+    :class:`StateSchemaError` naming the field if it names no function."""
+    entrypoint = schema.migrate or ""
+    if entrypoint not in _migrations:
+        module_name, _, name = entrypoint.partition(":")
+        field = f"spec.transform.state[{schema.name}].migrate"
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise StateSchemaError(f"{field}: cannot import {module_name!r}: {err}") from None
+        function = getattr(module, name, None)
+        if not callable(function):
+            raise StateSchemaError(f"{field}: {module_name!r} has no function {name!r}")
+        _migrations[entrypoint] = function
+    return _migrations[entrypoint]
+
+
 def _chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
     chunk: list[Any] = []
     for item in items:
@@ -258,6 +343,4 @@ def _arrow_value(value: Any) -> Any:
         return value.date()
     if isinstance(value, dt.datetime) and value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
-    if isinstance(value, decimal.Decimal):
-        return value
     return value

@@ -13,8 +13,9 @@ to their declared types) and, optionally, ``sluice_deleted``.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Final
 
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice_api.event_time import EventTime
 from sluice_api.state import DELETED_COLUMN
 from sluice_job.state.access import StateTarget, lookup_arrow
 
@@ -114,10 +116,21 @@ def _key_fields(state: KeyedState) -> Iterator[tuple[str, T.StructField]]:
 
 @dataclass(frozen=True)
 class States(Mapping[str, KeyedState]):
-    """A batch's declared states by name (``state["totals"]``)."""
+    """A batch's declared states by name (``state["totals"]``), and its event time:
+    the pipeline's declaration and the watermark the batches before it committed."""
 
     targets: tuple[StateTarget, ...]
     version: int
+    event_time: EventTime | None = None
+    watermark_ms: int | None = None
+    """Milliseconds since the epoch; ``None``: no event time seen yet (nothing is late)."""
+
+    @property
+    def watermark(self) -> dt.datetime | None:
+        """The watermark as a UTC time: a record with an earlier event time is late."""
+        if self.watermark_ms is None:
+            return None
+        return dt.datetime.fromtimestamp(self.watermark_ms / 1000, dt.UTC)
 
     def __getitem__(self, name: str) -> KeyedState:
         for target in self.targets:
@@ -135,6 +148,7 @@ class States(Mapping[str, KeyedState]):
     def names(self) -> Sequence[str]:
         return [t.schema.name for t in self.targets]
 
-    def at(self, version: int) -> States:
-        """The same states, as the batch of ``version`` reads them."""
-        return States(self.targets, version)
+    def at(self, version: int, watermark_ms: int | None = None) -> States:
+        """The same states, as the batch of ``version`` reads them, with the watermark
+        committed before it."""
+        return replace(self, version=version, watermark_ms=watermark_ms)

@@ -4,7 +4,9 @@ table Cassandra has: purely computational.
 A state table is ``PRIMARY KEY ((key...), sluice_version)``, newest version first:
 one row per key and batch version, so a batch reads the state the batches before it
 committed (the newest row below its own version) and never its own partial write.
-``sluice_deleted`` marks a row that records the key's deletion.
+``sluice_deleted`` marks a row that records the key's deletion, ``sluice_revision``
+the declaration's revision the row was written under (``access`` migrates a row of an
+older revision when it reads it).
 
 What a declaration may change against the table it finds (``problems``): a value
 column the table lacks is added (it reads null in the rows written before it); a
@@ -23,7 +25,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from sluice_api.state import DELETED_COLUMN, VERSION_COLUMN, State
+from sluice_api.state import DELETED_COLUMN, REVISION_COLUMN, VERSION_COLUMN, State
 from sluice_job.cql_table import CqlSchemaError, CqlType, parse_type
 
 OWNER_COMMENT: Final = "sluice state {name} of pipeline {owner}"
@@ -46,6 +48,9 @@ class StateSchema:
     key: tuple[tuple[str, str], ...]
     values: tuple[tuple[str, str], ...]
     ttl_seconds: int
+    revision: int = 1
+    migrate: str | None = None
+    """``module:function`` that brings a row of an older revision to this one."""
 
     @classmethod
     def of(cls, state: State, checkpoint_keyspace: str) -> StateSchema:
@@ -59,6 +64,8 @@ class StateSchema:
             key,
             values,
             state.ttl_seconds,
+            state.revision,
+            state.migrate,
         )
         schema.spark_schema()  # refuses a type no Spark column carries
         return schema
@@ -82,6 +89,7 @@ class StateSchema:
             VERSION_COLUMN: "bigint",
             **dict(self.values),
             DELETED_COLUMN: "boolean",
+            REVISION_COLUMN: "int",
         }
 
     def spark_schema(self) -> T.StructType:
