@@ -152,6 +152,28 @@ def test_a_fenced_drivers_late_state_write_loses(
     assert run_batch(spark_session, states, 300, views("/a")) == [("/a", 4)]
 
 
+def test_a_fenced_driver_behind_its_successor_writes_nothing_of_its_batch(
+    spark_session: SparkSession, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
+) -> None:
+    """Frozen in batch 200 while its successor committed 200 and 300: the rows it would
+    read (below 200) were deleted by the successor's write of 300, so computing from
+    what is left would be wrong. Its lookups and writes fail instead."""
+    states = declare(cassandra, cassandra_contact, cassandra_keyspace, TOTALS)
+    run_batch(spark_session, states, 100, views("/a /b"))
+    run_batch(spark_session, states, 200, views("/a"), epoch=2)
+    run_batch(spark_session, states, 300, views("/a"), epoch=2)
+    before = stored(cassandra, cassandra_keyspace)
+    assert before["/a"] == [(300, 3, False), (200, 2, False)], "100 deleted by 300's write"
+    with pytest.raises(Exception, match=r"a newer driver holds the pipeline and has gone past"):
+        run_batch(spark_session, states, 200, views("/a /a /a"), epoch=1)
+    late = states.at(200)["totals"]
+    rows = spark_session.createDataFrame([("/a", 99)], "page string, views bigint")
+    with pytest.raises(Exception, match=r"row of batch version 300, after this batch's 200"):
+        state_write.write(late, late.conform(rows), write_version(200, 1))
+    assert stored(cassandra, cassandra_keyspace) == before
+    assert run_batch(spark_session, states, 400, views("/a /b")) == [("/a", 4), ("/b", 2)]
+
+
 def test_a_deleted_key_has_no_state_until_it_is_written_again(
     spark_session: SparkSession, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
 ) -> None:

@@ -28,14 +28,23 @@ from sluice_job.transform import TransformResult
 
 
 def transform(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    cleaned = clean(records)
+    return cleaned.with_output(kpis(cleaned.output, window_seconds(options)))
+
+
+def window_seconds(options: Mapping[str, Any]) -> int:
     window = int(options.get("windowSeconds", 60))
     if window <= 0:
         raise ValueError("transform.options.windowSeconds must be positive")
-    cleaned = clean(records)
-    events = cleaned.output
+    return window
+
+
+def kpis(events: DataFrame, window: int) -> DataFrame:
+    """The batch's partial KPI rows of ``events`` (cleaned): one per page, window and
+    batch."""
     seconds = F.unix_seconds(F.col("event_time"))
     start = F.timestamp_seconds(seconds - seconds % F.lit(window))
-    kpis = (
+    return (
         events.withColumn("window_start", start)
         .groupBy("page", "window_start", "batch_id")
         .agg(
@@ -44,4 +53,3 @@ def transform(records: DataFrame, options: Mapping[str, Any]) -> TransformResult
             F.count(F.lit(1)).alias("events"),
         )
     )
-    return cleaned.with_output(kpis)

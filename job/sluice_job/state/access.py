@@ -5,14 +5,20 @@ Both run in the Python workers inside the batch's Spark jobs (``mapInArrow``), w
 the session and prepared statements the sink's writer caches per worker
 (``sinks.cassandra_writer``).
 
-* A *lookup* of batch version ``v`` reads, per key, the newest row below ``v``
-  (``sluice_version < v``, newest first, ``LIMIT 1``): the state as the batches
-  before this one committed it. Rows this batch wrote in an earlier attempt (a crash,
+* A *lookup* of batch version ``v`` reads, per key, its newest rows (``LIMIT 3``,
+  newest first) and takes the newest below ``v``: the state as the batches before
+  this one committed it. Rows this batch wrote in an earlier attempt (a crash,
   a retried task) have version ``v`` and are never read; nor are a fenced driver's,
   which wrote them for the same batch, ranges and version. A row that records a
   deletion reads as no state. A row an older revision of the declaration wrote goes
   through the state's ``migrate`` function first; one a newer revision wrote (code
   rolled back over state it cannot read) fails the batch, naming it.
+* A row *above* ``v`` means that batch ``v`` was committed and a later batch wrote
+  the key: this driver is fenced and behind, and its successor's write of that
+  later batch has deleted the rows it would read. Both the lookup and the write then
+  fail the task (:class:`StaleStateError`) instead of computing from an older
+  state: a fenced driver's output of a batch is either what its successor wrote for
+  it (stable reads, so the same rows, which lose by write version) or nothing.
 * A *write* of batch ``v`` reads each key's newest version below ``v`` again and
   sends, as one single-partition batch (atomic on the replica), the key's row at
   ``v`` (``USING TIMESTAMP`` the batch's write version, ``TTL`` the state's) and the
@@ -21,8 +27,9 @@ the session and prepared statements the sink's writer caches per worker
   executing the same batch by epoch, as the sink's cells are: a zombie's late write
   loses.
 
-Cost per key touched: a lookup reads one row; a write reads one version and writes
-one mutation (an INSERT and a range deletion); at most ``concurrency`` requests are
+Cost per key touched: a lookup is one read of up to three rows (two, except while a
+batch is re-run); a write reads up to three versions and writes one mutation (an
+INSERT and a range deletion); at most ``concurrency`` requests are
 in flight per task.
 """
 
@@ -33,7 +40,7 @@ import importlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 from cassandra.cluster import Session
@@ -47,13 +54,23 @@ from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.sinks.cassandra_writer import UUID_TYPES, _session, with_uuids
 from sluice_job.state.schema import StateSchema, StateSchemaError
 
+ROWS_READ: Final = 3
+"""Rows a read takes per key, newest first: a row of this batch's earlier attempt, the
+state before it, and one more (the row before that, which the write deletes)."""
 CHUNK: Final = 2_000
 """Keys read (or written) per round of concurrent requests, and rows per Arrow batch
 a lookup yields."""
 
 
+Row = TypeVar("Row", bound=Sequence[Any])
+
+
 class DuplicateStateError(ValueError):
     """The transform gave a key two new states in one batch."""
+
+
+class StaleStateError(RuntimeError):
+    """A later batch than this driver's has written the key: the driver is fenced."""
 
 
 class StateRevisionError(ValueError):
@@ -71,14 +88,14 @@ class StateTarget:
     def select(self) -> str:
         names = ", ".join(f'"{n}"' for n in (*self.schema.key_names, *self.schema.value_names))
         return (
-            f'SELECT {names}, "{DELETED_COLUMN}", "{REVISION_COLUMN}" FROM {self._table()} '
-            f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ? LIMIT 1'
+            f'SELECT {names}, "{DELETED_COLUMN}", "{REVISION_COLUMN}", "{VERSION_COLUMN}" '
+            f"FROM {self._table()} "
+            f"WHERE {self._key()} LIMIT {ROWS_READ}"
         )
 
     def select_version(self) -> str:
         return (
-            f'SELECT "{VERSION_COLUMN}" FROM {self._table()} '
-            f'WHERE {self._key()} AND "{VERSION_COLUMN}" < ? LIMIT 1'
+            f'SELECT "{VERSION_COLUMN}" FROM {self._table()} WHERE {self._key()} LIMIT {ROWS_READ}'
         )
 
     def insert(self, values: Sequence[str]) -> str:
@@ -141,7 +158,7 @@ def lookup_arrow(
     names = arrow.names
     read = _Reader(target)
     for chunk in _chunks(keys):
-        requests = [(statement, (*key, version)) for key in chunk]
+        requests = [(statement, tuple(key)) for key in chunk]
         found = []
         for result in execute_concurrent(
             session,
@@ -150,8 +167,9 @@ def lookup_arrow(
             raise_on_first_error=True,
             results_generator=True,
         ):
-            row = result.result_or_exc.one() if result.success else None
-            state = None if row is None else read(row)
+            newest = list(result.result_or_exc) if result.success else []
+            row = below(schema.name, newest, version, lambda r: int(r[-1]))
+            state = None if row is None else read(row[:-1])
             if state is not None:
                 found.append(state)
         if found:
@@ -238,15 +256,33 @@ def _latest_versions(
     """Each key's newest version below ``version`` (``None``: it has none)."""
     results = execute_concurrent(
         session,
-        [(statement, (*row[:width], version)) for row in chunk],
+        [(statement, tuple(row[:width])) for row in chunk],
         concurrency=target.connection.concurrency,
         raise_on_first_error=True,
     )
     found: list[int | None] = []
     for result in results:
-        row = result.result_or_exc.one()
+        row = below(target.schema.name, list(result.result_or_exc), version, lambda r: int(r[0]))
         found.append(None if row is None else int(row[0]))
     return found
+
+
+def below(
+    state: str, newest: Sequence[Row], version: int, version_of: Callable[[Row], int]
+) -> Row | None:
+    """Of a key's newest rows (newest first), the newest below ``version``; raises
+    :class:`StaleStateError` if one is above it (a later batch wrote the key)."""
+    for row in newest:
+        found = version_of(row)
+        if found > version:
+            raise StaleStateError(
+                f"state {state!r}: a key has a row of batch version {found}, after this "
+                f"batch's {version}: a newer driver holds the pipeline and has gone past this "
+                "batch, so this driver is fenced; its batch stops here, writing nothing of it"
+            )
+        if found < version:
+            return row
+    return None
 
 
 @dataclass
