@@ -22,6 +22,20 @@ otherwise find only when a batch writes, failing it (``cql_table``).
     def test_the_output_fits_the_sink_table():
         sample = testing.read_jsonl("tests/sample.jsonl")
         testing.run("my_pipeline.transform:transform", sample, sink_table=Path("schema.cql"))
+
+A stateful transform (docs/stateful.md) is run with its declarations (``state``, as
+in ``spec.transform.state``) and the rows its state holds before the batch
+(``stored``); the result carries the new state it gave. With ``event_time`` (as in
+``spec.transform.eventTime``) the batch is measured against ``watermark``:
+
+    SEEN = {"name": "seen", "table": "seen", "key": [{"name": "event_id", "type": "text"}]}
+
+    def test_an_id_seen_before_is_not_counted_again():
+        result = testing.run(
+            "my_pipeline.dedup:transform", sample, state=[SEEN],
+            stored={"seen": [{"event_id": "e-1"}]},
+        )
+        assert [r["event_id"] for r in result.state["seen"]] == ["e-2"]
 """
 
 from __future__ import annotations
@@ -29,20 +43,26 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sluice_api.event_time import EventTime
+from sluice_api.state import State
 from sluice_job import keys, transform
 from sluice_job.cql_table import CqlSchemaError, CqlTable, parse, problems
 from sluice_job.reader import BATCH_ID_COLUMN, KAFKA_RECORD
 from sluice_job.sinks import SinkSchemaError
+from sluice_job.sinks.cassandra_target import CassandraTarget
+from sluice_job.state import States
+from sluice_job.state.access import DuplicateStateError, StateTarget
+from sluice_job.state.schema import StateSchema
 
 SinkTable = CqlTable | str | os.PathLike[str]
 """A sink table as :func:`run` takes it: CQL text with its ``CREATE TABLE`` statement
@@ -63,6 +83,8 @@ class Result:
     schema: StructType | None = None
     """The output's Spark schema (without ``_sluice_position``), for
     :func:`check_sink_table`."""
+    state: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """The new state per declared state name, as the driver would write it."""
 
 
 def session() -> SparkSession:
@@ -90,6 +112,10 @@ def run(
     batch_id: int = 1,
     spark: SparkSession | None = None,
     sink_table: SinkTable | None = None,
+    state: Sequence[Mapping[str, Any]] = (),
+    stored: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    event_time: Mapping[str, Any] | None = None,
+    watermark: datetime | None = None,
 ) -> Result:
     """Run the transform (``module:function``, as in ``spec.transform.entrypoint``, or
     the function) on ``records`` and collect its output and rejects.
@@ -103,16 +129,26 @@ def run(
     ``sink_table`` (a ``CREATE TABLE`` statement, a ``.cql`` file or a
     :class:`CqlTable`): the output is checked against the Cassandra sink's table as
     by :func:`check_sink_table`, which raises ``SinkSchemaError`` naming every
-    mismatch."""
+    mismatch.
+
+    ``state``: the declarations of ``spec.transform.state`` (camelCase dicts, as in the
+    manifest); ``stored``: per state, the rows (dicts of key and value columns) its
+    lookups find. ``event_time``: ``spec.transform.eventTime``; ``watermark``: the
+    watermark committed before the batch (``None``: none yet)."""
     table = None if sink_table is None else cql_table(sink_table)
-    function = transform.load(entrypoint) if isinstance(entrypoint, str) else entrypoint
+    stateful = bool(state) or event_time is not None
+    if isinstance(entrypoint, str):
+        function = transform.load(entrypoint, stateful=stateful)
+    else:
+        function = entrypoint
     spark = spark or session()
+    states = _states(spark, state, stored or {}, event_time, watermark) if stateful else None
     rows = [_row(record, topic, offset) for offset, record in enumerate(records)]
     frame = spark.createDataFrame(rows, KAFKA_RECORD)
     frame = frame.withColumn(BATCH_ID_COLUMN, F.lit(batch_id).cast("long")).withColumn(
         keys.POSITION, keys.position()
     )
-    result = transform.apply(function, frame, options or {})
+    result = transform.apply(function, frame, options or {}, states)
     schema = StructType([f for f in result.output.schema.fields if f.name != keys.POSITION])
     output = [
         {k: v for k, v in row.asDict(recursive=True).items() if k != keys.POSITION}
@@ -121,7 +157,52 @@ def run(
     rejects = [row.asDict() for row in result.rejects.collect()] if result.rejects else []
     if table is not None:
         check_sink_table(schema, table, output)
-    return Result(output, rejects, schema)
+    new_state = {name: _once_per_key(states, name, rows) for name, rows in result.state.items()}
+    return Result(output, rejects, schema, new_state)
+
+
+def _states(
+    spark: SparkSession,
+    declared: Sequence[Mapping[str, Any]],
+    stored: Mapping[str, Sequence[Mapping[str, Any]]],
+    event_time: Mapping[str, Any] | None,
+    watermark: datetime | None,
+) -> States:
+    """The batch's states as the driver makes them, looked up in ``stored``."""
+    nowhere = CassandraTarget(("localhost",), "testing", "", None)
+    schemas = [StateSchema.of(State.model_validate(body), "testing") for body in declared]
+    unknown = sorted(set(stored) - {s.name for s in schemas})
+    if unknown:
+        raise ValueError(f"stored names state(s) {unknown} that state does not declare")
+    frames = {
+        s.name: spark.createDataFrame(
+            [
+                tuple(row.get(f.name) for f in s.spark_schema().fields)
+                for row in stored.get(s.name, ())
+            ],
+            s.spark_schema(),
+        )
+        for s in schemas
+    }
+    clock = EventTime.model_validate(event_time) if event_time is not None else None
+    ms = None if watermark is None else int(watermark.timestamp() * 1000)
+    return States(tuple(StateTarget(nowhere, s) for s in schemas), 1, clock, ms, stored=frames)
+
+
+def _once_per_key(states: States | None, name: str, rows: DataFrame) -> list[dict[str, Any]]:
+    """The new rows of state ``name``, refused as the driver refuses them if a key
+    has two (``DuplicateStateError``)."""
+    if states is None:
+        return []
+    key = states[name].key
+    found = [row.asDict(recursive=True) for row in rows.collect()]
+    keys = [tuple(row[k] for k in key) for row in found]
+    twice = sorted({k for k in keys if keys.count(k) > 1}, key=repr)
+    if twice:
+        raise DuplicateStateError(
+            f"state {name!r}: the transform gave key(s) {twice} two new states in one batch"
+        )
+    return found
 
 
 def cql_table(source: SinkTable, table: str | None = None) -> CqlTable:

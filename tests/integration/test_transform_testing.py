@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pyspark.sql import functions as F
 from sluice_dev.paths import REPO_ROOT
 from sluice_job import testing
 from sluice_job.sinks import SinkSchemaError
-from sluice_job.transform import NondeterministicTransformError
+from sluice_job.transform import EntrypointError, NondeterministicTransformError
 from tests.support.transforms import EVENTS_TABLE
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -191,3 +192,57 @@ def test_spark_sql_runs_in_ansi_mode_so_a_bad_cast_fails_and_try_cast_gives_null
     assert [(r["raw"], r["amount"]) for r in result.output] == [("12", 12), ("12x", None)]
     with pytest.raises(NumberFormatException, match="CAST_INVALID_INPUT"):
         testing.run(strict, ["12", "12x"], spark=spark_session)
+
+
+SEEN = {"name": "seen", "table": "seen", "key": [{"name": "event_id", "type": "text"}]}
+
+
+def test_a_stateful_transform_is_tested_with_the_state_it_finds_and_gives(
+    spark_session: Any,
+) -> None:
+    """The de-duplication example: an id the state holds counts no more, an id sent
+    twice in the batch counts once, and the new state is the ids counted."""
+    events = [
+        {"value": {**EVENT, "event_id": "e-1"}},
+        {"value": {**EVENT, "event_id": "e-2"}},
+        {"value": {**EVENT, "event_id": "e-2"}},
+        {"value": {**EVENT, "event_id": "e-3", "action": "view"}},
+    ]
+    result = testing.run(
+        "sluice_job.examples.dedup:transform",
+        events,
+        {"windowSeconds": 60},
+        spark=spark_session,
+        state=[SEEN],
+        stored={"seen": [{"event_id": "e-1"}]},
+    )
+    assert sorted(r["event_id"] for r in result.state["seen"]) == ["e-2", "e-3"]
+    assert [(r["page"], r["views"], r["clicks"], r["events"]) for r in result.output] == [
+        ("/home", 1, 1, 2)
+    ]
+    with pytest.raises(EntrypointError, match=r"must take \(records, options, state\)"):
+        testing.run("sluice_job.examples.kpi:transform", events, spark=spark_session, state=[SEEN])
+    with pytest.raises(ValueError, match=r"stored names state\(s\) \['other'\]"):
+        testing.run(
+            "sluice_job.examples.dedup:transform",
+            events,
+            spark=spark_session,
+            state=[SEEN],
+            stored={"other": []},
+        )
+
+
+def test_a_transform_with_event_time_is_tested_against_a_watermark(spark_session: Any) -> None:
+    old = {"value": {**EVENT, "ts": 1_763_780_400_000}}
+    new = {"value": {**EVENT, "event_id": "e-2", "ts": 1_763_780_460_000}}
+    result = testing.run(
+        "tests.support.transforms:late_aware",
+        [old, new],
+        {"tag": "t"},
+        spark=spark_session,
+        event_time={"allowedLatenessSeconds": 10, "late": "DeadLetter"},
+        watermark=datetime(2025, 11, 22, 3, 0, 30, tzinfo=UTC),
+    )
+    assert [r["event_id"] for r in result.output] == ["e-2"]
+    assert [r["offset"] for r in result.rejects] == [0]
+    assert result.rejects[0]["reason"].startswith("late: event time 2025-11-22T03:00:00.000Z")

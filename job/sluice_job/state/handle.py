@@ -43,6 +43,9 @@ class KeyedState:
 
     target: StateTarget
     version: int
+    stored: DataFrame | None = None
+    """Rows to look up instead of the table (``sluice_job.testing``): the key and
+    value columns, one row per key."""
 
     @property
     def name(self) -> str:
@@ -74,6 +77,9 @@ class KeyedState:
         typed = distinct.select(
             *(F.col(name).cast(field.dataType).alias(name) for name, field in _key_fields(self))
         )
+        if self.stored is not None:
+            columns = [*self.key, *self.columns]
+            return typed.join(self.conform(self.stored).select(*columns), list(self.key))
         read = partial(lookup_arrow, self.target, self.version)
         return typed.mapInArrow(read, schema.spark_schema())
 
@@ -124,6 +130,8 @@ class States(Mapping[str, KeyedState]):
     event_time: EventTime | None = None
     watermark_ms: int | None = None
     """Milliseconds since the epoch; ``None``: no event time seen yet (nothing is late)."""
+    stored: Mapping[str, DataFrame] | None = None
+    """Per state, rows to look up instead of its table (``sluice_job.testing``)."""
 
     @property
     def watermark(self) -> dt.datetime | None:
@@ -135,7 +143,10 @@ class States(Mapping[str, KeyedState]):
     def __getitem__(self, name: str) -> KeyedState:
         for target in self.targets:
             if target.schema.name == name:
-                return KeyedState(target, self.version)
+                rows = None if self.stored is None else self.stored.get(name)
+                if self.stored is not None and rows is None:
+                    raise KeyError(f"no stored rows given for state {name!r}")
+                return KeyedState(target, self.version, rows)
         raise KeyError(f"no state named {name!r}: spec.transform.state declares {list(self.names)}")
 
     def __iter__(self) -> Iterator[str]:
