@@ -29,6 +29,7 @@ RESERVED: Final = (VERSION_COLUMN, DELETED_COLUMN, REVISION_COLUMN)
 STATES_MAX: Final = 8
 KEY_COLUMNS_MAX: Final = 8
 VALUE_COLUMNS_MAX: Final = 64
+WINDOW_MAX_SECONDS: Final = 31 * 24 * 3600
 CQL_TYPE: Final = r"^[a-z]+( *<[a-z ,<>]+>)?$"
 """A CQL type as a declaration writes it: ``bigint``, ``set<text>``, ``map<text, int>``;
 which types the driver takes is checked when it starts (exit 2, naming the column)."""
@@ -46,6 +47,43 @@ class StateColumn(Model):
             "blob, ...) or a collection of scalars (set<text>, list<bigint>, map<text, int>)."
         ),
     )
+
+
+class StateWindow(Model):
+    """The state is per key and event-time window (``sluice_job.windows``): which key
+    column holds the window's start, and the windows' size and slide."""
+
+    start: str = Field(
+        pattern=CASSANDRA_NAME,
+        max_length=48,
+        description="The key column (of CQL type timestamp) that holds the window's start.",
+    )
+    size_seconds: int = Field(
+        ge=1, le=WINDOW_MAX_SECONDS, description="How long a window is, in event time."
+    )
+    slide_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=WINDOW_MAX_SECONDS,
+        description=(
+            "How far apart windows start: sliding windows when below sizeSeconds (an "
+            "event is in sizeSeconds / slideSeconds of them); default: sizeSeconds "
+            "(tumbling windows)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _slide_divides_size(self) -> Self:
+        slide = self.slide_seconds or self.size_seconds
+        if slide > self.size_seconds or self.size_seconds % slide:
+            raise ValueError(
+                f"window.slideSeconds {slide} must divide window.sizeSeconds {self.size_seconds}"
+            )
+        return self
+
+    @property
+    def slide(self) -> int:
+        return self.slide_seconds or self.size_seconds
 
 
 class State(Model):
@@ -118,6 +156,28 @@ class State(Model):
             "state). Required when revision > 1."
         ),
     )
+
+    window: StateWindow | None = Field(
+        default=None,
+        description=(
+            "A state per event-time window, closed and written once when the watermark "
+            "passes its end (sluice_job.windows, docs/stateful.md); needs "
+            "spec.transform.eventTime."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _window_start_is_a_timestamp_key(self) -> Self:
+        if self.window is None:
+            return self
+        types = {c.name.lower(): c.type.replace(" ", "") for c in self.key}
+        start = self.window.start.lower()
+        if types.get(start) != "timestamp":
+            raise ValueError(
+                f"state {self.name!r}: window.start {self.window.start!r} must be a key "
+                "column of type timestamp"
+            )
+        return self
 
     @model_validator(mode="after")
     def _migrate_with_revision(self) -> Self:

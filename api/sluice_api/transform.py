@@ -93,6 +93,16 @@ class Transform(Model):
         return states_once(value)
 
     @model_validator(mode="after")
+    def windows_need_event_time(self) -> Self:
+        windowed = [s.name for s in self.state if s.window is not None]
+        if windowed and self.event_time is None:
+            raise ValueError(
+                f"transform.state {windowed} declare a window: windows close by the "
+                "event-time watermark, so set transform.eventTime"
+            )
+        return self
+
+    @model_validator(mode="after")
     def each_option_once(self) -> Self:
         names = [source.option for source in self.options_from]
         twice = sorted({n for n in names if names.count(n) > 1})

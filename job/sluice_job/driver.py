@@ -543,7 +543,7 @@ def _states(
     )
     targets = []
     for state in declared:
-        schema = StateSchema.of(state, checkpoint.keyspace)
+        schema = StateSchema.of(state, checkpoint.keyspace, owner)
         if schema.migrate:
             state_access.migration(schema)  # importable, before any batch
         state_table.ensure(session, schema, owner)

@@ -139,6 +139,11 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "each transform.state table is declared once",
             field_path=".state",
         ),
+        Rule(
+            "!has(self.state) || !self.state.exists(s, has(s.window)) || has(self.eventTime)",
+            "a transform.state window closes by the event-time watermark: set transform.eventTime",
+            field_path=".eventTime",
+        ),
     ),
     "spec.transform.state[]": (
         Rule(
@@ -150,10 +155,24 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             f"columns {', '.join(STATE_RESERVED)} are the driver's own: name yours otherwise",
         ),
         Rule(
+            "!has(self.window) || self.key.exists(c, c.name.lowerAscii() == "
+            "self.window.start.lowerAscii() && c.type == 'timestamp')",
+            "window.start must be a key column of type timestamp",
+            field_path=".window.start",
+        ),
+        Rule(
             "!has(self.revision) || self.revision == 1 || has(self.migrate)",
             "a state's revision above 1 needs migrate, the function that reads the rows "
             "older revisions wrote",
             field_path=".migrate",
+        ),
+    ),
+    "spec.transform.state[].window": (
+        Rule(
+            "!has(self.slideSeconds) || (self.slideSeconds <= self.sizeSeconds"
+            " && self.sizeSeconds % self.slideSeconds == 0)",
+            "window.slideSeconds must divide window.sizeSeconds",
+            field_path=".slideSeconds",
         ),
     ),
     "spec.source": (

@@ -77,6 +77,11 @@ STATE: dict[str, Any] = {
     "columns": [{"name": "views", "type": "bigint"}],
 }
 
+WINDOWED: dict[str, Any] = {
+    "key": [{"name": "page", "type": "text"}, {"name": "at", "type": "timestamp"}],
+    "window": {"start": "at", "sizeSeconds": 60},
+}
+
 MINIMAL: dict[str, Any] = {
     "image": "local/sluice-job:1",
     "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["events"]}},
@@ -640,6 +645,39 @@ INVALID = {
         changed("transform.state", [STATE | {"revision": 2}]),
         "spec.transform.state[0].migrate",
         "revision above 1 needs migrate",
+    ),
+    "state-window-start-not-a-timestamp-key": Invalid(
+        changed(
+            "transform",
+            {
+                "entrypoint": "m:f",
+                "eventTime": {},
+                "state": [STATE | {"window": {"start": "page", "sizeSeconds": 60}}],
+            },
+        ),
+        "spec.transform.state[0].window.start",
+        "window.start must be a key column of type timestamp",
+    ),
+    "state-window-slide": Invalid(
+        changed(
+            "transform",
+            {
+                "entrypoint": "m:f",
+                "eventTime": {},
+                "state": [
+                    STATE
+                    | WINDOWED
+                    | {"window": {"start": "at", "sizeSeconds": 60, "slideSeconds": 25}}
+                ],
+            },
+        ),
+        "spec.transform.state[0].window.slideSeconds",
+        "window.slideSeconds must divide window.sizeSeconds",
+    ),
+    "state-window-without-event-time": Invalid(
+        changed("transform.state", [STATE | WINDOWED]),
+        "spec.transform.eventTime",
+        "closes by the event-time watermark",
     ),
     "state-type": Invalid(
         changed("transform.state", [STATE | {"columns": [{"name": "n", "type": "big int!"}]}]),

@@ -165,3 +165,25 @@ def test_the_watermark_moves_to_the_newest_event_minus_the_lateness_and_never_ba
     assert later(None, 3) == 3
     assert later(3, None) == 3
     assert later(4, 3) == 4
+
+
+def test_a_window_state_starts_on_a_timestamp_key_and_needs_event_time() -> None:
+    key = [{"name": "page", "type": "text"}, {"name": "at", "type": "timestamp"}]
+    window = declared(key=key, window={"start": "at", "sizeSeconds": 60, "slideSeconds": 20})
+    schema = StateSchema.of(window, "ks", OWNER)
+    assert schema.window is not None
+    assert (schema.window.start, schema.window.size_seconds, schema.window.slide_seconds) == (
+        "at",
+        60,
+        20,
+    )
+    assert schema.window_key == ("page",)
+    assert schema.owner == OWNER
+    with pytest.raises(ValidationError, match="must be a key column of type timestamp"):
+        declared(key=key, window={"start": "page", "sizeSeconds": 60})
+    with pytest.raises(ValidationError, match="slideSeconds 25 must divide"):
+        declared(key=key, window={"start": "at", "sizeSeconds": 60, "slideSeconds": 25})
+    body = {"entrypoint": "m:f", "state": [window.model_dump(by_alias=True, exclude_none=True)]}
+    with pytest.raises(ValidationError, match=r"set transform\.eventTime"):
+        Transform.model_validate(body)
+    assert Transform.model_validate(body | {"eventTime": {}}).state[0].window is not None

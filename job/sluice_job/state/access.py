@@ -52,7 +52,12 @@ from sluice_api.state import DELETED_COLUMN, REVISION_COLUMN, VERSION_COLUMN
 from sluice_job.sinks.arrow_rows import rows
 from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.sinks.cassandra_writer import UUID_TYPES, _session, with_uuids
-from sluice_job.state.schema import StateSchema, StateSchemaError
+from sluice_job.state.schema import (
+    OPEN_WINDOWS,
+    OPEN_WINDOWS_BUCKETS,
+    StateSchema,
+    StateSchemaError,
+)
 
 ROWS_READ: Final = 3
 """Rows a read takes per key, newest first: a row of this batch's earlier attempt, the
@@ -110,6 +115,25 @@ class StateTarget:
         marks = ", ".join("?" for _ in names)
         return (
             f"INSERT INTO {self._table()} ({columns}) VALUES ({marks}) USING TIMESTAMP ? AND TTL ?"
+        )
+
+    def open_window(self) -> str:
+        return (
+            f'INSERT INTO "{self.schema.keyspace}".{OPEN_WINDOWS} (owner, state, bucket, '
+            "window_start, key) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ? AND TTL ?"
+        )
+
+    def open_windows(self) -> str:
+        return (
+            f'SELECT window_start, key FROM "{self.schema.keyspace}".{OPEN_WINDOWS} '
+            "WHERE owner = ? AND state = ? AND bucket = ? AND window_start > ? "
+            "AND window_start <= ?"
+        )
+
+    def forget_windows(self) -> str:
+        return (
+            f'DELETE FROM "{self.schema.keyspace}".{OPEN_WINDOWS} USING TIMESTAMP ? '
+            "WHERE owner = ? AND state = ? AND bucket = ? AND window_start <= ?"
         )
 
     def delete_older(self) -> str:
@@ -198,7 +222,14 @@ def write_arrow(
     session = _session(target.connection)
     values = [c for c in columns if c in schema.value_names]
     deleted = DELETED_COLUMN in columns
-    names = [*schema.key_names, *values, *([DELETED_COLUMN] if deleted else [])]
+    windowed = schema.window is not None
+    names = [
+        *schema.key_names,
+        *values,
+        *([WINDOW_KEY, WINDOW_BUCKET] if windowed else []),
+        *([DELETED_COLUMN] if deleted else []),
+    ]
+    opened = _statement(session, target, target.open_window()) if windowed else None
     insert = _statement(session, target, target.insert(values))
     latest = _statement(session, target, target.select_version())
     delete = _statement(session, target, target.delete_older())
@@ -218,10 +249,15 @@ def write_arrow(
                 )
             seen.add(key)
         previous = _latest_versions(session, target, latest, chunk, width, version)
-        requests = []
+        requests: list[tuple[Any, Any]] = []
         for row, before in zip(chunk, previous, strict=True):
             state = list(row[: width + len(values)])
             gone = bool(row[-1]) if deleted else False
+            if opened is not None and schema.window is not None and not gone:
+                at = names.index(schema.window.start)
+                key_json, bucket = row[width + len(values)], row[width + len(values) + 1]
+                index = (schema.owner, schema.name, int(bucket), row[at], key_json)
+                requests.append((opened, (*index, write_version, schema.ttl_seconds)))
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
             batch.add(
                 insert,
@@ -243,6 +279,65 @@ def write_arrow(
         )
         written += len(chunk)
     yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
+
+
+WINDOW_KEY: Final = "sluice_window_key"
+"""A window state's key but the window's start, as JSON: its open-windows index key."""
+WINDOW_BUCKET: Final = "sluice_window_bucket"
+"""Its partition of the open-windows index (0 .. ``OPEN_WINDOWS_BUCKETS`` - 1)."""
+
+
+def open_windows_arrow(
+    target: StateTarget, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``'s function that reads the open-windows index: rows of (bucket,
+    after, until) in (``after`` and ``until`` in ms, ``after`` null for none), the
+    windows that start in ``(after, until]`` out, as (start, key JSON)."""
+    session = _session(target.connection)
+    statement = _statement(session, target, target.open_windows())
+    schema = target.schema
+    for batch in batches:
+        for bucket, after, until in rows(batch, ("bucket", "after", "until")):
+            if until is None:
+                continue
+            low = _time(after) if after is not None else dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+            high = _time(until)
+            found = list(
+                session.execute(statement, (schema.owner, schema.name, int(bucket), low, high))
+            )
+            if found:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(
+                            [_arrow_value(r.window_start) for r in found],
+                            pa.timestamp("us", tz="UTC"),
+                        ),
+                        pa.array([r.key for r in found], pa.string()),
+                    ],
+                    names=["window_start", WINDOW_KEY],
+                )
+
+
+def forget_windows(target: StateTarget, until_ms: int, write_version: int) -> None:
+    """Delete the index's windows that start at or before ``until_ms``: closed, and
+    their closing committed."""
+    session = _session(target.connection)
+    statement = _statement(session, target, target.forget_windows())
+    until = _time(until_ms)
+    schema = target.schema
+    execute_concurrent(
+        session,
+        [
+            (statement, (write_version, schema.owner, schema.name, bucket, until))
+            for bucket in range(OPEN_WINDOWS_BUCKETS)
+        ],
+        concurrency=OPEN_WINDOWS_BUCKETS,
+        raise_on_first_error=True,
+    )
+
+
+def _time(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def _latest_versions(

@@ -46,6 +46,10 @@ class KeyedState:
     stored: DataFrame | None = None
     """Rows to look up instead of the table (``sluice_job.testing``): the key and
     value columns, one row per key."""
+    watermark_ms: int | None = None
+    """The event-time watermark the batches before this one committed."""
+    lateness_seconds: int = 0
+    """``spec.transform.eventTime.allowedLatenessSeconds``."""
 
     @property
     def name(self) -> str:
@@ -146,7 +150,8 @@ class States(Mapping[str, KeyedState]):
                 rows = None if self.stored is None else self.stored.get(name)
                 if self.stored is not None and rows is None:
                     raise KeyError(f"no stored rows given for state {name!r}")
-                return KeyedState(target, self.version, rows)
+                lateness = self.event_time.allowed_lateness_seconds if self.event_time else 0
+                return KeyedState(target, self.version, rows, self.watermark_ms, lateness)
         raise KeyError(f"no state named {name!r}: spec.transform.state declares {list(self.names)}")
 
     def __iter__(self) -> Iterator[str]:

@@ -38,6 +38,32 @@ class StateSchemaError(ValueError):
 
 
 @dataclass(frozen=True)
+class Window:
+    """A window state's windows: the key column of their start, size and slide (s)."""
+
+    start: str
+    size_seconds: int
+    slide_seconds: int
+
+
+OPEN_WINDOWS: Final = "sluice_open_windows"
+"""The table, in a window state's keyspace, that lists each open window's key by the
+window's start (``windows``): what a batch reads to close the windows the watermark
+passed whose keys it did not touch."""
+OPEN_WINDOWS_BUCKETS: Final = 16
+"""Partitions per state of the open-windows index (a key's is a hash of it)."""
+
+
+def open_windows_table(keyspace: str) -> str:
+    return (
+        f'CREATE TABLE IF NOT EXISTS "{keyspace}".{OPEN_WINDOWS} (owner text, state text, '
+        "bucket int, window_start timestamp, key text, "
+        "PRIMARY KEY ((owner, state, bucket), window_start, key)) "
+        "WITH comment = 'sluice: the open windows of window states, by start'"
+    )
+
+
+@dataclass(frozen=True)
 class StateSchema:
     """One declared state, resolved: where its table is, its key and value columns
     with their CQL types (lower-case names, in declaration order) and its TTL."""
@@ -51,9 +77,12 @@ class StateSchema:
     revision: int = 1
     migrate: str | None = None
     """``module:function`` that brings a row of an older revision to this one."""
+    window: Window | None = None
+    owner: str = ""
+    """``namespace/name`` of the pipeline: its rows of the open-windows index."""
 
     @classmethod
-    def of(cls, state: State, checkpoint_keyspace: str) -> StateSchema:
+    def of(cls, state: State, checkpoint_keyspace: str, owner: str = "") -> StateSchema:
         types = state.column_types()
         key = tuple((c.name.lower(), types[c.name.lower()]) for c in state.key)
         values = tuple((c.name.lower(), types[c.name.lower()]) for c in state.columns)
@@ -66,6 +95,10 @@ class StateSchema:
             state.ttl_seconds,
             state.revision,
             state.migrate,
+            None
+            if state.window is None
+            else Window(state.window.start.lower(), state.window.size_seconds, state.window.slide),
+            owner,
         )
         schema.spark_schema()  # refuses a type no Spark column carries
         return schema
@@ -73,6 +106,13 @@ class StateSchema:
     @property
     def where(self) -> str:
         return f"{self.keyspace}.{self.table}"
+
+    @property
+    def window_key(self) -> tuple[str, ...]:
+        """A window state's key columns but the window's start: its index key."""
+        if self.window is None:
+            return ()
+        return tuple(n for n in self.key_names if n != self.window.start)
 
     @property
     def key_names(self) -> tuple[str, ...]:

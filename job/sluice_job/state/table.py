@@ -10,7 +10,13 @@ from __future__ import annotations
 from cassandra.cluster import Session
 
 from sluice_job import logs
-from sluice_job.state.schema import Existing, StateSchema, StateSchemaError, problems
+from sluice_job.state.schema import (
+    Existing,
+    StateSchema,
+    StateSchemaError,
+    open_windows_table,
+    problems,
+)
 
 
 def ensure(session: Session, schema: StateSchema, owner: str) -> None:
@@ -41,6 +47,8 @@ def ensure(session: Session, schema: StateSchema, owner: str) -> None:
         )
     if to_add:
         cluster.control_connection.wait_for_schema_agreement()
+    if schema.window is not None:
+        session.execute(open_windows_table(schema.keyspace))
 
 
 def _existing(session: Session, schema: StateSchema) -> Existing | None:
