@@ -73,7 +73,7 @@ from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAcco
 from sluice_job.state import States, StateShapeError
 from sluice_job.state import access as state_access
 from sluice_job.state import table as state_table
-from sluice_job.state.access import StateTarget
+from sluice_job.state.access import StaleStateError, StateTarget
 from sluice_job.state.schema import StateSchema, StateSchemaError
 from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
@@ -123,6 +123,9 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except RejectedWithoutDeadLetterError as err:
         return _failed(ExitCode.FAILURE, "RejectedWithoutDeadLetter", err, cfg, progress)
     except Exception as err:  # any other failure fails the batch: no commit, exit 1
+        stale = _stale_state(err)
+        if stale is not None:
+            return _failed(ExitCode.FENCED, "Fenced", stale, cfg, progress)
         return _failed(ExitCode.FAILURE, "BatchFailed", err, cfg, progress)
 
 
@@ -256,6 +259,17 @@ def _cancel_jobs_on_stop(
     thread = threading.Thread(target=cancel, name="cancel-on-stop", daemon=True)
     thread.start()
     return thread
+
+
+def _stale_state(err: Exception) -> FencedError | None:
+    """A state read that found a later batch's row (``StaleStateError``, raised in a
+    Python worker and reaching the driver inside Spark's error): this driver is fenced."""
+    name = StaleStateError.__name__
+    text = str(err)
+    if name not in text:
+        return None
+    message = text.split(f"{name}: ", 1)[-1].splitlines()[0]
+    return FencedError(f"{name}: {message}")
 
 
 def _stopped(cfg: DriverConfig, progress: Progress, message: str) -> Termination:
