@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-alerts demo-agent soak bench bench-executors bench-pubsub bench-handover bench-failover bench-cold-start bench-operator clean
+.PHONY: all setup constraints audit provision provision-nodes provision-monitoring images up down status lint typecheck test test-unit test-integration test-e2e test-long test-node test-monitoring test-hostile demo demo-alerts demo-agent soak bench bench-executors bench-pubsub bench-state bench-handover bench-failover bench-cold-start bench-operator clean
 
 all: test
 
@@ -200,12 +200,22 @@ soak: provision
 # Three whole runs by default (BENCH_RUNS / --runs; --smoke: one), their medians in
 # bench/results/<stamp>-summary.{json,md,png}. Options as flags, e.g.
 # `make bench BENCH_ARGS=--smoke`, or BENCH_* variables (python -m bench -h).
-# Then the executors run (bench-executors) and the Pub/Sub run (bench-pubsub).
+# Then the executors run (bench-executors), the Pub/Sub run (bench-pubsub) and the
+# cost of state (bench-state).
 bench: provision
 	$(BIN)/sluice-dev up kafka cassandra
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.executors $(BENCH_EXECUTORS_ARGS)
 	$(BIN)/python -m bench.pubsub $(BENCH_PUBSUB_ARGS)
+	$(BIN)/python -m bench.state $(BENCH_STATE_ARGS)
+
+# What keyed state costs a batch: one backlog (20% re-sent) drained by the stateless
+# KPI example, the de-duplicating one (keyed state) and the unique-visitors one (a
+# window state), each output checked, medians of three runs in
+# bench/results/<stamp>-state.{json,md} (python -m bench.state -h).
+bench-state: provision
+	$(BIN)/sluice-dev up kafka cassandra
+	$(BIN)/python -m bench.state $(BENCH_STATE_ARGS)
 
 # Sluice with two executor pods beside local mode, both under the operator on the local
 # control plane: exactness, start-up, backlog drain and the per-batch scheduling

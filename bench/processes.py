@@ -13,11 +13,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sluice_dev.paths import REPO_ROOT
 
 Event = dict[str, Any]
 
@@ -107,3 +110,27 @@ class Child:
         """Leftovers of the child's own process group (a JVM, Python workers)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def start_driver(
+    spec: Mapping[str, Any],
+    pipeline: str,
+    workdir: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> Child:
+    """A real driver (``python -m sluice_job``, epoch 1, namespace and cluster
+    ``bench``) running ``spec`` as pipeline ``pipeline``, its log in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        "SLUICE_CONFIG": json.dumps(spec),
+        "SLUICE_PIPELINE": pipeline,
+        "SLUICE_NAMESPACE": "bench",
+        "SLUICE_CLUSTER_ID": "bench",
+        "SLUICE_EPOCH": "1",
+        "SLUICE_TERMINATION_LOG": str(workdir / "termination.json"),
+        **(extra_env or {}),
+    }
+    argv = [sys.executable, "-m", "sluice_job"]
+    return Child.start("driver", argv, env, workdir / "driver.log", workdir)

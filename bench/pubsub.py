@@ -31,10 +31,10 @@ from cassandra.cluster import Session
 from bench import fixtures
 from bench import pubsub_figures as figures
 from bench.files import write
-from bench.processes import Child, JsonLines
+from bench.processes import JsonLines, start_driver
 from bench.settings import RESULTS
 from sluice_dev.events import EventFactory, normalised_page
-from sluice_dev.paths import REPO_ROOT, Layout
+from sluice_dev.paths import Layout
 from sluice_dev.pubsub import publish, remote
 from sluice_dev.servers import pubsub as pubsub_server
 
@@ -146,21 +146,7 @@ def drive(
         "trigger": {"intervalSeconds": 0},
         "spark": {"driver": {"cores": 2, "memory": "1g"}},
     }
-    workdir = layout.stack / "bench-pubsub" / run
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-        "SLUICE_CONFIG": json.dumps(spec),
-        "SLUICE_PIPELINE": run,
-        "SLUICE_NAMESPACE": "bench",
-        "SLUICE_CLUSTER_ID": "bench",
-        "SLUICE_EPOCH": "1",
-        "SLUICE_TERMINATION_LOG": str(workdir / "termination.json"),
-    }
-    child = Child.start(
-        "driver", [sys.executable, "-m", "sluice_job"], env, workdir / "driver.log", workdir
-    )
+    child = start_driver(spec, run, layout.stack / "bench-pubsub" / run)
     lines, events = JsonLines(child.log), []
     deadline = time.monotonic() + DRAIN_TIMEOUT
     try:

@@ -1,0 +1,285 @@
+"""``python -m bench.state`` (``make bench-state``; ``make bench`` runs it too): what
+keyed state costs a batch, issue 41's first measure.
+
+Each run: one Kafka topic holding a backlog of ``--events`` sample events, a
+``--resent`` share of them sent again (same id, later offsets) and one event far in
+the future (its watermark closes every window); three contenders drain it in turn,
+each with its own checkpoint and sink table, batches of ``--per-partition`` records
+per partition:
+
+* ``kpi`` (stateless): ``sluice_job.examples.kpi``, partial rows per batch;
+* ``dedup`` (keyed state, one lookup and, for a new id, one write per event id):
+  ``sluice_job.examples.dedup``;
+* ``visitors`` (a window state: one lookup and one write per page and window touched,
+  the open-windows index): ``sluice_job.examples.unique_visitors``, 60-second windows,
+  late records counted.
+
+Each contender's output is checked: the KPI sums count every record (re-sent ones
+twice), the de-duplicated sums each event once, and each window's visitors are its
+distinct users. Figures come from the drivers' ``batch`` log events, the first batch
+left out (:mod:`bench.state_figures`); ``--runs`` (3) runs, medians to
+``bench/results/<stamp>-state.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from cassandra.cluster import Session
+from confluent_kafka import Consumer, TopicPartition
+
+from bench import fixtures
+from bench import state_figures as figures
+from bench.files import write
+from bench.processes import JsonLines, start_driver
+from bench.settings import RESULTS
+from sluice_dev.events import EventFactory, normalised_page
+from sluice_dev.paths import Layout
+from sluice_dev.produce import produce
+from sluice_dev.servers import spark as spark_artifact
+
+PARTITIONS: Final = 4
+WINDOW_S: Final = 60
+FLUSH_SEQ: Final = 10_000_000
+"""The far-future event: 100,000 s of event time after the first."""
+DRAIN_TIMEOUT: Final = 1_800.0
+KPI_TABLE: Final = """CREATE TABLE {ks}.page_kpis (page text, window_start timestamp,
+    batch_id bigint, views bigint, clicks bigint, events bigint,
+    PRIMARY KEY ((page, window_start), batch_id))"""
+VISITORS_TABLE: Final = """CREATE TABLE {ks}.page_visitors (page text,
+    window_start timestamp, visitors int, views bigint, PRIMARY KEY ((page), window_start))"""
+
+
+def say(line: str) -> None:
+    print(f"bench-state: {line}", flush=True)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.state", description=__doc__)
+    parser.add_argument("--events", type=int, default=40_000)
+    parser.add_argument("--resent", type=float, default=0.2)
+    parser.add_argument("--per-partition", type=int, default=1_250)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    return parser.parse_args(argv)
+
+
+def contenders() -> dict[str, dict[str, Any]]:
+    """Each contender's transform section and sink table."""
+    seen = {"name": "seen", "table": "seen_events", "key": [{"name": "event_id", "type": "text"}]}
+    visitors = {
+        "name": "visitors",
+        "table": "page_window_visitors",
+        "key": [{"name": "page", "type": "text"}, {"name": "window_start", "type": "timestamp"}],
+        "columns": [{"name": "users", "type": "set<text>"}],
+        "window": {"start": "window_start", "sizeSeconds": WINDOW_S},
+    }
+    return {
+        "kpi": {"transform": {"entrypoint": "sluice_job.examples.kpi:transform"}},
+        "dedup": {
+            "transform": {"entrypoint": "sluice_job.examples.dedup:transform", "state": [seen]}
+        },
+        "visitors": {
+            "table": "page_visitors",
+            "transform": {
+                "entrypoint": "sluice_job.examples.unique_visitors:transform",
+                "eventTime": {"allowedLatenessSeconds": 5, "late": "Count"},
+                "state": [visitors],
+            },
+        },
+    }
+
+
+def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figures.Drain]:
+    run = f"s{uuid.uuid4().hex[:8]}"
+    factory = EventFactory(seed=70 + index)
+    topics = fixtures.Topics(fixtures.BOOTSTRAP)
+    topic = topics.create(f"bench-state-{run}", PARTITIONS)
+    resent = int(args.events * args.resent)
+    seqs = [*range(args.events), *range(resent), FLUSH_SEQ]
+    say(f"run {index + 1}: {len(seqs):,} records ({resent:,} re-sent) to {topic}")
+    produce(fixtures.BOOTSTRAP, topic, args.events, factory=factory)
+    produce(fixtures.BOOTSTRAP, topic, resent, factory=factory)
+    produce(fixtures.BOOTSTRAP, topic, 1, start=FLUSH_SEQ, factory=factory)
+    found = []
+    try:
+        with fixtures.cassandra_session(fixtures.CONTACT) as session:
+            for name, contender in contenders().items():
+                keyspace = f"bench_state_{run}_{name}"
+                fixtures.create_keyspace(session, keyspace, [])
+                session.execute(KPI_TABLE.format(ks=keyspace), timeout=120)
+                session.execute(VISITORS_TABLE.format(ks=keyspace), timeout=120)
+                try:
+                    events = drive(layout, args, topic, keyspace, f"{run}-{name}", contender)
+                    exact = check(name, session, keyspace, factory, seqs)
+                finally:
+                    fixtures.drop_keyspace(session, keyspace)
+                drained = figures.drain(name, events, exact=exact)
+                say(f"run {index + 1}: {json.dumps(drained.to_json())}")
+                found.append(drained)
+    finally:
+        topics.delete_all()
+    return found
+
+
+def drive(
+    layout: Layout,
+    args: argparse.Namespace,
+    topic: str,
+    keyspace: str,
+    pipeline: str,
+    contender: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """A driver drains ``topic`` with ``contender``'s transform; returns its log events."""
+    spec = {
+        "image": "bench/local",
+        "source": {
+            "kafka": {
+                "bootstrapServers": fixtures.BOOTSTRAP,
+                "topics": [topic],
+                "maxRecordsPerPartition": args.per_partition,
+            }
+        },
+        "transform": contender["transform"],
+        "sink": {
+            "cassandra": {
+                "contactPoints": [fixtures.CONTACT],
+                "keyspace": keyspace,
+                "table": contender.get("table", "page_kpis"),
+            }
+        },
+        "checkpoint": {"cassandra": {"contactPoints": [fixtures.CONTACT], "keyspace": keyspace}},
+        "trigger": {"intervalSeconds": 0},
+        "spark": {"driver": {"cores": 2, "memory": "2g"}},
+    }
+    child = start_driver(
+        spec,
+        pipeline,
+        layout.stack / "bench-state" / pipeline,
+        spark_artifact.job_image_env(layout),  # Spark's Kafka jars, as the image has them
+    )
+    lines, events = JsonLines(child.log), []
+    ends = end_offsets(topic)
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    try:
+        while True:
+            events += lines.read_new()
+            if _positions(events) == ends:
+                break
+            if child.exited() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the driver did not drain {topic}:\n{child.tail()}")
+            time.sleep(0.5)  # polling the driver's log, not waiting for an outcome
+        if child.stop(120) != 0:
+            raise RuntimeError(f"the driver did not stop cleanly:\n{child.tail()}")
+    finally:
+        child.kill()
+    return events + lines.read_new()
+
+
+def _positions(events: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Where the committed batches of the log events end, per partition."""
+    ends: dict[int, int] = {}
+    for batch in events:
+        if batch.get("event") != "batch":
+            continue
+        for spans in batch.get("ranges", {}).values():
+            for partition, span in spans.items():
+                ends[int(partition)] = max(ends.get(int(partition), 0), int(span[1]))
+    return ends
+
+
+def end_offsets(topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": fixtures.BOOTSTRAP, "group.id": "bench-state"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def check(
+    name: str, session: Session, keyspace: str, factory: EventFactory, seqs: Sequence[int]
+) -> bool:
+    """Whether the contender's output is what its records make."""
+    if name == "visitors":
+        return _visitors(session, keyspace) == _distinct_users(factory, set(seqs))
+    counted = seqs if name == "kpi" else sorted(set(seqs))
+    return _sums(session, keyspace) == _expected_sums(factory, counted)
+
+
+def _window(ts_ms: int) -> int:
+    return ts_ms // 1000 // WINDOW_S * WINDOW_S
+
+
+def _expected_sums(factory: EventFactory, seqs: Sequence[int]) -> Counter[tuple[str, int]]:
+    sums: Counter[tuple[str, int]] = Counter()
+    for seq in seqs:
+        event = factory.event(seq)
+        sums[(normalised_page(str(event["page"])), _window(int(str(event["ts"]))))] += 1
+    return sums
+
+
+def _sums(session: Session, keyspace: str) -> Counter[tuple[str, int]]:
+    sums: Counter[tuple[str, int]] = Counter()
+    for row in session.execute(f"SELECT page, window_start, events FROM {keyspace}.page_kpis"):
+        at = int(row.window_start.replace(tzinfo=UTC).timestamp())
+        sums[(row.page, at)] += row.events
+    return sums
+
+
+def _distinct_users(factory: EventFactory, seqs: set[int]) -> dict[tuple[str, int], int]:
+    """Distinct users per page and window, but the far-future event's (still open)."""
+    users: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for seq in seqs - {FLUSH_SEQ}:
+        event = factory.event(seq)
+        key = (normalised_page(str(event["page"])), _window(int(str(event["ts"]))))
+        users[key].add(str(event["user_id"]))
+    return {k: len(v) for k, v in users.items()}
+
+
+def _visitors(session: Session, keyspace: str) -> dict[tuple[str, int], int]:
+    found = {}
+    for row in session.execute(
+        f"SELECT page, window_start, visitors FROM {keyspace}.page_visitors"
+    ):
+        found[(row.page, int(row.window_start.replace(tzinfo=UTC).timestamp()))] = row.visitors
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    layout = Layout.from_env()
+    fixtures.ensure_stack(layout, say)
+    runs = [one_run(layout, args, index) for index in range(args.runs)]
+    rows = figures.summary(runs)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    records = int(args.events * (1 + args.resent)) + 1
+    text = figures.markdown(rows, records, args.per_partition * PARTITIONS)
+    doc = {
+        "stamp": f"{stamp}-state",
+        "settings": {**vars(args), "results": str(args.results)},
+        "load_average_at_end": os.getloadavg(),
+        "summary": rows,
+        "runs": [[d.to_json() for d in run] for run in runs],
+    }
+    data, table = write(doc, text, args.results)
+    say(f"results: {data}, {table}")
+    print()
+    print(text)
+    return 0 if all(r["exact_runs"] == r["runs"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
