@@ -26,7 +26,9 @@ otherwise find only when a batch writes, failing it (``cql_table``).
 A stateful transform (docs/stateful.md) is run with its declarations (``state``, as
 in ``spec.transform.state``) and the rows its state holds before the batch
 (``stored``); the result carries the new state it gave. With ``event_time`` (as in
-``spec.transform.eventTime``) the batch is measured against ``watermark``:
+``spec.transform.eventTime``) the batch is measured against ``watermark``; a window
+state's windows close here only if the batch touches them (the index of open
+windows is a table the harness does not have):
 
     SEEN = {"name": "seen", "table": "seen", "key": [{"name": "event_id", "type": "text"}]}
 

@@ -246,3 +246,41 @@ def test_a_transform_with_event_time_is_tested_against_a_watermark(spark_session
     assert [r["event_id"] for r in result.output] == ["e-2"]
     assert [r["offset"] for r in result.rejects] == [0]
     assert result.rejects[0]["reason"].startswith("late: event time 2025-11-22T03:00:00.000Z")
+
+
+def test_a_window_state_is_tested_with_the_windows_the_batch_touches(spark_session: Any) -> None:
+    """The unique-visitors example: the stored window and the batch's events merge, and
+    the watermark the batch moves (its newest event minus the lateness) closes it."""
+    visitors = {
+        "name": "visitors",
+        "table": "v",
+        "key": [{"name": "page", "type": "text"}, {"name": "window_start", "type": "timestamp"}],
+        "columns": [{"name": "users", "type": "set<text>"}],
+        "window": {"start": "window_start", "sizeSeconds": 60},
+    }
+    start = datetime(2025, 11, 22, 3, 0, tzinfo=UTC)
+    events = [
+        {"value": {**EVENT, "page": "/a", "user_id": "u-1", "ts": 1_763_780_410_000}},
+        {
+            "value": {
+                **EVENT,
+                "event_id": "e-2",
+                "page": "/a",
+                "user_id": "u-9",
+                "ts": 1_763_780_530_000,
+            }
+        },
+    ]
+    result = testing.run(
+        "sluice_job.examples.unique_visitors:transform",
+        events,
+        spark=spark_session,
+        state=[visitors],
+        stored={"visitors": [{"page": "/a", "window_start": start, "users": ["u-1", "u-2"]}]},
+        event_time={"allowedLatenessSeconds": 5},
+    )
+    assert [(r["page"], r["visitors"]) for r in result.output] == [("/a", 2)]
+    assert sorted((r["page"], r["sluice_deleted"]) for r in result.state["visitors"]) == [
+        ("/a", False),
+        ("/a", True),
+    ]
