@@ -71,10 +71,9 @@ from sluice_job.sinks.cassandra_batches import Bounds
 from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
 from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
 from sluice_job.state import States, StateShapeError
-from sluice_job.state import access as state_access
 from sluice_job.state import table as state_table
-from sluice_job.state.access import StaleStateError, StateTarget
-from sluice_job.state.schema import StateSchema, StateSchemaError
+from sluice_job.state.access import StaleStateError
+from sluice_job.state.schema import StateSchemaError
 from sluice_job.tls import TlsMaterial, TlsMaterialError
 from sluice_job.watermarks import KafkaUnavailableError, WatermarkReader
 
@@ -555,14 +554,7 @@ def _states(
     connection = CassandraTarget(
         tuple(checkpoint.contact_points), checkpoint.keyspace, "", credentials, tls=tls
     )
-    targets = []
-    for state in declared:
-        schema = StateSchema.of(state, checkpoint.keyspace, owner)
-        if schema.migrate:
-            state_access.migration(schema)  # importable, before any batch
-        state_table.ensure(session, schema, owner)
-        targets.append(StateTarget(connection, schema))
-    return States(tuple(targets), 0, clock)
+    return state_table.prepare(session, connection, declared, clock, owner)
 
 
 def _rate_control(spec: PipelineSpec) -> RateControl | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sluice_api.event_time import LateRecords
@@ -93,9 +93,9 @@ def split(events: DataFrame, column: str, state: States) -> Split:
     return Split(on_time, rejects, times)
 
 
-def newest_and_late(times: DataFrame) -> tuple[int | None, int]:
-    """The newest on-time event time (ms; ``None``: none) and the late events'
-    count, of a transform's ``event_time`` frame (one Spark job)."""
+def newest_on_time(times: DataFrame) -> tuple[DataFrame, Column]:
+    """A transform's ``event_time`` frame (its late column false where it has none),
+    and the aggregate of its newest on-time event time in ms (null: none)."""
     if EVENT_TIME not in times.columns:
         raise EventTimeError(
             f"TransformResult.event_time has no column {EVENT_TIME!r} (it has {times.columns}): "
@@ -104,9 +104,15 @@ def newest_and_late(times: DataFrame) -> tuple[int | None, int]:
     if LATE not in times.columns:
         times = times.withColumn(LATE, F.lit(False))
     on_time = F.when(~F.col(LATE), F.col(EVENT_TIME).cast("timestamp"))
+    return times, F.unix_millis(F.max(on_time))
+
+
+def newest_and_late(times: DataFrame) -> tuple[int | None, int]:
+    """The newest on-time event time (ms; ``None``: none) and the late events'
+    count, of a transform's ``event_time`` frame (one Spark job)."""
+    times, newest = newest_on_time(times)
     row = times.agg(
-        F.unix_millis(F.max(on_time)).alias("newest"),
-        F.count(F.when(F.col(LATE), F.lit(1))).alias("late"),
+        newest.alias("newest"), F.count(F.when(F.col(LATE), F.lit(1))).alias("late")
     ).first()
     if row is None:
         return None, 0

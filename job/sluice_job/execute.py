@@ -179,11 +179,14 @@ class SparkExecutor:
         elif rejects is not None:
             counted = self._counter.submit(gather, rejects, send=self._to_send(batch))
         version = write_version(batch.version, epoch)
-        state_writes = [
-            self._state_writer.submit(state_write.write, states[name], rows, version)
-            for name, rows in result.state.items()
-            if states is not None
-        ]
+        state_writes = (
+            []
+            if states is None  # transform.apply refuses new state without declarations
+            else [
+                self._state_writer.submit(state_write.write, states[name], rows, version)
+                for name, rows in result.state.items()
+            ]
+        )
         clock_job = (
             self._state_writer.submit(event_time.newest_and_late, result.event_time)
             if result.event_time is not None and states is not None and states.event_time

@@ -240,9 +240,9 @@ def warm_read(
     count, 0.7 to 0.9 s more after this (the sink's Python side costs milliseconds
     either way). Without a sink the output is counted. A stateful transform looks up
     the newest state (``_latest``) and its new states are counted, never written.
-    Best effort: returns how many
-    offsets it read, 0 when nothing could be read (nothing committed yet, retention
-    deleted it, Kafka away); never raises, and logs what it skipped."""
+    Best effort: returns how many offsets it read, 0 when nothing could be read
+    (nothing committed yet, retention deleted it, Kafka away); never raises, and logs
+    what it skipped."""
     if not any(end > 0 for end in positions.values()):
         return 0
     step, started = "watermarks", time.monotonic()

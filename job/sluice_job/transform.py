@@ -101,8 +101,9 @@ def load(entrypoint: str, *, stateful: bool = False) -> TransformFn:
         )
     if stateful and not _takes_three(function):
         raise EntrypointError(
-            f"spec.transform.entrypoint: {entrypoint} takes (records, options), but "
-            "spec.transform.state declares state: it must take (records, options, state)"
+            f"spec.transform.entrypoint: {entrypoint} takes (records, options), but the "
+            "pipeline declares spec.transform.state or eventTime: it must take (records, "
+            "options, state)"
         )
     return cast(TransformFn, function)
 

@@ -134,12 +134,12 @@ def close(
     )
     touched_final = parted.where(F.col("sluice_final")).select(*key, *values)
     still_open = parted.where(~F.col("sluice_final")).select(*key, *values)
-    untouched = _closing(clock, state, size_ms).join(partial_rows.select(*key), key, "left_anti")
+    closing = _closing(clock, state, window)
+    untouched = closing.join(partial_rows.select(*key), key, "left_anti")
     final = touched_final.unionByName(state.lookup(untouched).select(*key, *values))
+    deleted = final.select(*key, F.lit(True).alias(DELETED_COLUMN))
     new_state = still_open.withColumn(DELETED_COLUMN, F.lit(False)).unionByName(
-        final.select(
-            *key, *(F.lit(None).cast(f.dataType).alias(f.name) for f in _value_fields(state))
-        ).withColumn(DELETED_COLUMN, F.lit(True))
+        deleted, allowMissingColumns=True
     )
     return Closed(final, new_state)
 
@@ -154,11 +154,9 @@ def _window(state: KeyedState) -> Window:
 
 
 def _watermark(times: DataFrame, state: KeyedState) -> DataFrame:
-    """One row: this batch's watermark (ms; null while no event time was seen)."""
-    if event_time.EVENT_TIME not in times.columns:
-        raise WindowError("close needs event_time.split(...).times")
-    late = F.col(event_time.LATE) if event_time.LATE in times.columns else F.lit(False)
-    newest = F.unix_millis(F.max(F.when(~late, F.col(event_time.EVENT_TIME).cast("timestamp"))))
+    """One row: this batch's watermark (ms; null while no event time was seen), as
+    ``sluice_api.event_time.advance`` will move it with the commit."""
+    times, newest = event_time.newest_on_time(times)
     moved = newest - F.lit(state.lateness_seconds * 1000)
     before = F.lit(state.watermark_ms).cast("long")
     if state.watermark_ms is None:
@@ -166,14 +164,14 @@ def _watermark(times: DataFrame, state: KeyedState) -> DataFrame:
     return times.agg(F.greatest(before, F.coalesce(moved, before)).alias(WATERMARK))
 
 
-def _closing(clock: DataFrame, state: KeyedState, size_ms: int) -> DataFrame:
+def _closing(clock: DataFrame, state: KeyedState, window: Window) -> DataFrame:
     """The keys (with the window's start) of the index's windows that end in
     ``(committed watermark, this batch's]``: final now."""
     schema = state.target.schema
     spark = clock.sparkSession
     if state.stored is not None:  # sluice_job.testing: no index; only touched windows close
-        fields = {f.name: f for f in schema.spark_schema().fields}
-        return spark.createDataFrame([], T.StructType([fields[n] for n in state.key]))
+        return spark.createDataFrame([], schema.spark_types(state.key))
+    size_ms = window.size_seconds * 1000
     after = None if state.watermark_ms is None else state.watermark_ms - size_ms
     span = (
         spark.range(OPEN_WINDOWS_BUCKETS)
@@ -186,24 +184,11 @@ def _closing(clock: DataFrame, state: KeyedState, size_ms: int) -> DataFrame:
         )
     )
     found_schema = T.StructType(
-        [
-            T.StructField(
-                schema.window.start if schema.window else "window_start", T.TimestampType()
-            ),
-            T.StructField(WINDOW_KEY, T.StringType()),
-        ]
+        [T.StructField(window.start, T.TimestampType()), T.StructField(WINDOW_KEY, T.StringType())]
     )
     found = span.mapInArrow(partial(open_windows_arrow, state.target), found_schema)
-    fields = {f.name: f for f in schema.spark_schema().fields}
-    rest = T.StructType([fields[n] for n in schema.window_key])
-    parsed = found.select(
-        F.col(found_schema.fields[0].name), F.from_json(F.col(WINDOW_KEY), rest).alias("k")
-    )
+    rest = schema.spark_types(schema.window_key)
+    parsed = found.select(window.start, F.from_json(F.col(WINDOW_KEY), rest).alias("k"))
     return parsed.select(
-        *(F.col(f"k.{n}").alias(n) for n in schema.window_key), found_schema.fields[0].name
+        *(F.col(f"k.{n}").alias(n) for n in schema.window_key), window.start
     ).select(*state.key)
-
-
-def _value_fields(state: KeyedState) -> list[T.StructField]:
-    fields = {f.name: f for f in state.target.schema.spark_schema().fields}
-    return [fields[v] for v in state.columns]

@@ -30,13 +30,7 @@ SEED = 20261203
 
 
 def kill_in(run: DriverRun, phase: str, delay: float, first_batch: int) -> None:
-    run.wait_event(
-        lambda e: (
-            e.get("event") == "phase" and e["phase"] == phase and e["batch_id"] >= first_batch
-        ),
-        timeout=300,
-        what=f"phase {phase} of batch {first_batch} or later",
-    )
+    run.wait_phase(phase, first_batch)
     time.sleep(delay)  # a moment inside the phase, not a wait for a condition
     run.kill(signal.SIGKILL)
     assert run.wait(60) == -signal.SIGKILL

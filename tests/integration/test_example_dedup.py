@@ -8,7 +8,6 @@ the new field while version 1's read it as null."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import pytest
@@ -16,8 +15,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import kpis, state
-from tests.support.driver import Driver, DriverRun, drain_and_stop, spec
-from tests.support.waiting import wait_for
+from tests.support.driver import Driver, drain_and_stop, kill_then_fence, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -30,17 +28,6 @@ SEEN_V1: dict[str, Any] = {
     "ttlSeconds": 86_400,
 }
 SEEN_V2 = {**SEEN_V1, "columns": [{"name": "first_batch", "type": "bigint"}]}
-
-
-def phase_of(run: DriverRun, phase: str, first_batch: int) -> int:
-    event = run.wait_event(
-        lambda e: (
-            e.get("event") == "phase" and e["phase"] == phase and e["batch_id"] >= first_batch
-        ),
-        timeout=300,
-        what=f"phase {phase} of batch {first_batch} or later",
-    )
-    return int(event["batch_id"])
 
 
 def test_resent_events_count_once_through_a_kill_a_fenced_zombie_and_an_upgrade(
@@ -70,23 +57,9 @@ def test_resent_events_count_once_through_a_kill_a_fenced_zombie_and_an_upgrade(
     v1["transform"]["state"] = [SEEN_V1]
     key = driver.checkpoint_key
 
-    def committed() -> int:
-        row = state.checkpoint_row(cassandra, cassandra_keyspace, key)
-        return int(row.batch_id) if row else 0
-
-    # a driver killed after writing a batch's state and output, before its commit
-    killed = driver.start(v1, 1, failpoints="after_write=2")
-    phase_of(killed, "after_write", 2)
-    killed.kill(signal.SIGKILL)
-    assert killed.wait(60) == -signal.SIGKILL
-
-    # a driver frozen in a batch (its node partitioned away), fenced by the next one
-    zombie = driver.start(v1, 2, failpoints="read=2")
-    frozen = phase_of(zombie, "read", committed() + 1)
-    zombie.signal_tree(signal.SIGSTOP)
-    successor = driver.start(v1, 3)
-    wait_for(lambda: committed() >= frozen + 1, timeout=300, what="the successor past it")
-    zombie.signal_tree(signal.SIGCONT)
+    # a driver killed after its writes, before its commit; one frozen in a batch (its
+    # node partitioned away) while the next took over, then resumed
+    zombie, successor, frozen = kill_then_fence(driver, v1, cassandra, cassandra_keyspace)
     assert zombie.wait(300) == 3, "fenced: it cannot commit"
     late = [e for e in zombie.events() if e.get("event") == "phase" and e["batch_id"] == frozen]
     assert any(e["phase"] == "write" for e in late), "resumed, it wrote its batch late"

@@ -9,7 +9,6 @@ than the lateness) are dead letters, and the oracle leaves them out."""
 from __future__ import annotations
 
 import json
-import signal
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -19,8 +18,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import expected, state
-from tests.support.driver import Driver, DriverRun, drain_and_stop, spec
-from tests.support.waiting import wait_for
+from tests.support.driver import Driver, drain_and_stop, kill_then_fence, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -39,17 +37,6 @@ STATE_V1: dict[str, Any] = {
 STATE_V2 = {**STATE_V1, "columns": [*STATE_V1["columns"], {"name": "views", "type": "bigint"}]}
 FLUSH = 100_000
 """An event 1,000 s of event time after the others: its watermark closes their windows."""
-
-
-def phase_of(run: DriverRun, phase: str, first_batch: int) -> int:
-    event = run.wait_event(
-        lambda e: (
-            e.get("event") == "phase" and e["phase"] == phase and e["batch_id"] >= first_batch
-        ),
-        timeout=300,
-        what=f"phase {phase} of batch {first_batch} or later",
-    )
-    return int(event["batch_id"])
 
 
 def window_of(at: datetime) -> datetime:
@@ -83,21 +70,7 @@ def test_distinct_visitors_per_window_are_exact_through_a_kill_a_zombie_and_an_u
     v1["transform"]["state"] = [STATE_V1]
     key = driver.checkpoint_key
 
-    def committed() -> int:
-        row = state.checkpoint_row(cassandra, cassandra_keyspace, key)
-        return int(row.batch_id) if row else 0
-
-    killed = driver.start(v1, 1, failpoints="after_write=2")
-    phase_of(killed, "after_write", 2)
-    killed.kill(signal.SIGKILL)
-    assert killed.wait(60) == -signal.SIGKILL
-
-    zombie = driver.start(v1, 2, failpoints="read=2")
-    frozen = phase_of(zombie, "read", committed() + 1)
-    zombie.signal_tree(signal.SIGSTOP)
-    successor = driver.start(v1, 3)
-    wait_for(lambda: committed() >= frozen + 1, timeout=300, what="the successor past it")
-    zombie.signal_tree(signal.SIGCONT)
+    zombie, successor, _ = kill_then_fence(driver, v1, cassandra, cassandra_keyspace)
     # fenced: at its commit, or before, by the state its successor moved on
     assert zombie.wait(300) == 3
     assert zombie.message()["reason"] == "Fenced"

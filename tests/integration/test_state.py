@@ -18,16 +18,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice_api.event_time import EventTime, LateRecords
-from sluice_api.state import State
 from sluice_job import event_time, transform
-from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.state import DELETED, States, StateShapeError
-from sluice_job.state import table as state_table
 from sluice_job.state import write as state_write
-from sluice_job.state.access import StateTarget
-from sluice_job.state.schema import StateSchema, StateSchemaError
+from sluice_job.state.schema import StateSchemaError
 from sluice_job.transform import NondeterministicTransformError, TransformResult
 from sluice_job.write_order import write_version
+from tests.support.keyed_state import prepared
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -62,10 +59,7 @@ def running_totals(
 
 def declare(cassandra: Any, contact: str, keyspace: str, body: Mapping[str, Any]) -> States:
     """The state as the driver makes it at start: the table ensured, a target per state."""
-    schema = StateSchema.of(State.model_validate(body), keyspace)
-    state_table.ensure(cassandra, schema, OWNER)
-    connection = CassandraTarget((contact,), keyspace, "", None)
-    return States((StateTarget(connection, schema),), 0)
+    return prepared(cassandra, contact, keyspace, body, owner=OWNER)
 
 
 def run_batch(

@@ -18,16 +18,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_api.state import State
 from sluice_job import transform
-from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.state import States
-from sluice_job.state import table as state_table
 from sluice_job.state import write as state_write
-from sluice_job.state.access import StateTarget
-from sluice_job.state.schema import StateSchema
 from sluice_job.transform import TransformResult
 from sluice_job.write_order import write_version
+from tests.support.keyed_state import prepared
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -144,12 +140,8 @@ def test_v2_of_an_aggregation_breaks_structured_streamings_checkpoint_not_sluice
     assert "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]" in message
 
     # Sluice: the same records, v1 then v2 over v1's state.
-    connection = CassandraTarget((cassandra_contact,), cassandra_keyspace, "", None)
-
     def declared(body: Mapping[str, Any]) -> States:
-        schema = StateSchema.of(State.model_validate(body), cassandra_keyspace)
-        state_table.ensure(cassandra, schema, "tests/page-views")
-        return States((StateTarget(connection, schema),), 0)
+        return prepared(cassandra, cassandra_contact, cassandra_keyspace, body)
 
     v1 = sluice_batch(spark_session, kafka_bootstrap, topic, declared(V1), 100, (0, 3))
     assert v1 == {"/a": (2,), "/b": (1,)}

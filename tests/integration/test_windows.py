@@ -18,16 +18,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice_api.event_time import EventTime, advance
-from sluice_api.state import State
 from sluice_job import event_time, transform, windows
-from sluice_job.sinks.cassandra_target import CassandraTarget
 from sluice_job.state import States
-from sluice_job.state import table as state_table
 from sluice_job.state import write as state_write
-from sluice_job.state.access import StateTarget
-from sluice_job.state.schema import StateSchema
 from sluice_job.transform import TransformResult
 from sluice_job.write_order import write_version
+from tests.support.keyed_state import prepared
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -101,11 +97,8 @@ class Pipeline:
 def pipeline(
     spark: SparkSession, cassandra: Any, contact: str, keyspace: str, body: Mapping[str, Any]
 ) -> Pipeline:
-    schema = StateSchema.of(State.model_validate(body), keyspace, "tests/visitors")
-    state_table.ensure(cassandra, schema, "tests/visitors")
-    connection = CassandraTarget((contact,), keyspace, "", None)
     clock = EventTime(allowed_lateness_seconds=LATENESS_S)
-    return Pipeline(spark, States((StateTarget(connection, schema),), 0, clock))
+    return Pipeline(spark, prepared(cassandra, contact, keyspace, body, event_time=clock))
 
 
 def test_each_window_is_written_once_when_the_watermark_passes_its_end(

@@ -56,6 +56,18 @@ class DriverRun:
 
         return wait_for(found, timeout=timeout, what=what)
 
+    def wait_phase(self, phase: str, first_batch: int, *, timeout: float = 300) -> int:
+        """Wait for the driver to announce ``phase`` (``failpoints``) of batch
+        ``first_batch`` or a later one; returns that batch's id."""
+        event = self.wait_event(
+            lambda e: (
+                e.get("event") == "phase" and e["phase"] == phase and e["batch_id"] >= first_batch
+            ),
+            timeout=timeout,
+            what=f"phase {phase} of batch {first_batch} or later",
+        )
+        return int(event["batch_id"])
+
     def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
         self.proc.send_signal(sig)
 
@@ -196,6 +208,32 @@ def spec(
         "spark": {"driver": {"cores": 2, "memory": "1g"}},
         **extra,
     }
+
+
+def kill_then_fence(
+    driver: Driver, body: Mapping[str, Any], session: Any, keyspace: str
+) -> tuple[DriverRun, DriverRun, int]:
+    """The faults of the stateful examples' tests, on pipeline ``body``, epochs 1 to 3:
+    epoch 1 SIGKILLed after its writes of batch 2 or later, before its commit; epoch 2
+    frozen (SIGSTOP, its node partitioned away) as it reads its next batch, while
+    epoch 3 takes over and commits past that batch; then epoch 2 resumed. Returns
+    epoch 2 (resumed, left to exit), epoch 3 (running) and the batch epoch 2 froze in."""
+
+    def committed() -> int:
+        row = state.checkpoint_row(session, keyspace, driver.checkpoint_key)
+        return int(row.batch_id) if row else 0
+
+    killed = driver.start(body, 1, failpoints="after_write=2")
+    killed.wait_phase("after_write", 2)
+    killed.kill(signal.SIGKILL)
+    assert killed.wait(60) == -signal.SIGKILL
+    zombie = driver.start(body, 2, failpoints="read=2")
+    frozen = zombie.wait_phase("read", committed() + 1)
+    zombie.signal_tree(signal.SIGSTOP)
+    successor = driver.start(body, 3)
+    wait_for(lambda: committed() >= frozen + 1, timeout=300, what="epoch 3 past the frozen batch")
+    zombie.signal_tree(signal.SIGCONT)
+    return zombie, successor, frozen
 
 
 def drain_and_stop(

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -234,6 +235,7 @@ def write_arrow(
     latest = _statement(session, target, target.select_version())
     delete = _statement(session, target, target.delete_older())
     width = len(schema.key_names)
+    start = names.index(schema.window.start) if schema.window is not None else None
     seen: set[tuple[Any, ...]] = set()
     written = 0
     states = with_uuids(
@@ -253,10 +255,9 @@ def write_arrow(
         for row, before in zip(chunk, previous, strict=True):
             state = list(row[: width + len(values)])
             gone = bool(row[-1]) if deleted else False
-            if opened is not None and schema.window is not None and not gone:
-                at = names.index(schema.window.start)
+            if opened is not None and start is not None and not gone:
                 key_json, bucket = row[width + len(values)], row[width + len(values) + 1]
-                index = (schema.owner, schema.name, int(bucket), row[at], key_json)
+                index = (schema.owner, schema.name, int(bucket), row[start], key_json)
                 requests.append((opened, (*index, write_version, schema.ttl_seconds)))
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
             batch.add(
@@ -450,14 +451,9 @@ def migration(schema: StateSchema) -> Callable[[dict[str, Any], int], Any]:
 
 
 def _chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    """``items`` in lists of up to :data:`CHUNK`."""
+    rest = iter(items)
+    return iter(lambda: list(itertools.islice(rest, CHUNK)), [])
 
 
 def _arrow_value(value: Any) -> Any:

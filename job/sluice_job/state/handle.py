@@ -21,7 +21,6 @@ from typing import Final
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from sluice_api.event_time import EventTime
 from sluice_api.state import DELETED_COLUMN
@@ -79,7 +78,7 @@ class KeyedState:
         schema = self.target.schema
         distinct = keys.select(*self.key).dropDuplicates()
         typed = distinct.select(
-            *(F.col(name).cast(field.dataType).alias(name) for name, field in _key_fields(self))
+            *(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.spark_types(self.key))
         )
         if self.stored is not None:
             columns = [*self.key, *self.columns]
@@ -105,23 +104,12 @@ class KeyedState:
                 f"does not declare (declared: {[*self.key, *self.columns]}); declare them in "
                 "spec.transform.state[].columns or drop them"
             )
-        fields = dict(_fields(self))
         chosen = [n for n in (*self.key, *self.columns) if n in have]
-        select = [F.col(n).cast(fields[n]).alias(n) for n in chosen]
+        types = self.target.schema.spark_types(chosen)
+        select = [F.col(f.name).cast(f.dataType).alias(f.name) for f in types]
         if DELETED_COLUMN in have:
             select.append(F.col(DELETED_COLUMN).cast("boolean").alias(DELETED_COLUMN))
         return rows.select(*select)
-
-
-def _fields(state: KeyedState) -> Iterator[tuple[str, T.DataType]]:
-    for field in state.target.schema.spark_schema().fields:
-        yield field.name, field.dataType
-
-
-def _key_fields(state: KeyedState) -> Iterator[tuple[str, T.StructField]]:
-    fields = {f.name: f for f in state.target.schema.spark_schema().fields}
-    for name in state.key:
-        yield name, fields[name]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ a state is never half-read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -138,6 +138,11 @@ class StateSchema:
         for name, cql in (*self.key, *self.values):
             fields.append(T.StructField(name, _spark(self.name, name, cql), nullable=True))
         return T.StructType(fields)
+
+    def spark_types(self, names: Iterable[str]) -> T.StructType:
+        """The Spark schema of the columns ``names`` (key or value columns), in order."""
+        fields = {f.name: f for f in self.spark_schema().fields}
+        return T.StructType([fields[n] for n in names])
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema(

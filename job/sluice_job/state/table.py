@@ -1,5 +1,6 @@
 """A state's table in Cassandra: created when missing, widened by a new value column,
-refused (with the columns named) when it does not fit the declaration.
+refused (with the columns named) when it does not fit the declaration; and the
+declared states made ready for the batches (:func:`prepare`).
 
 Runs once at the driver's start, before the first batch, on the checkpoint's
 session: the state lives in the checkpoint's cluster and is written under its fence.
@@ -7,9 +8,16 @@ session: the state lives in the checkpoint's cluster and is written under its fe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cassandra.cluster import Session
 
+from sluice_api.event_time import EventTime
+from sluice_api.state import State
 from sluice_job import logs
+from sluice_job.sinks.cassandra_target import CassandraTarget
+from sluice_job.state.access import StateTarget, migration
+from sluice_job.state.handle import States
 from sluice_job.state.schema import (
     Existing,
     StateSchema,
@@ -17,6 +25,27 @@ from sluice_job.state.schema import (
     open_windows_table,
     problems,
 )
+
+
+def prepare(
+    session: Session,
+    connection: CassandraTarget,
+    declared: Sequence[State],
+    event_time: EventTime | None,
+    owner: str,
+) -> States:
+    """The declared states, each table ensured (:func:`ensure`) and each ``migrate``
+    imported, read and written through ``connection`` (the checkpoint's cluster):
+    what a driver does at start, before its first batch. ``owner`` is the pipeline's
+    ``namespace/name``."""
+    targets = []
+    for state in declared:
+        schema = StateSchema.of(state, connection.keyspace, owner)
+        if schema.migrate:
+            migration(schema)  # importable, before any batch
+        ensure(session, schema, owner)
+        targets.append(StateTarget(connection, schema))
+    return States(tuple(targets), 0, event_time)
 
 
 def ensure(session: Session, schema: StateSchema, owner: str) -> None:
