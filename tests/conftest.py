@@ -65,6 +65,14 @@ LONG: Final = {
         "running totals through two kills: 100 s (the unique-visitors example's test kills a "
         "driver after its writes too, over state rewritten each batch)"
     ),
+    "tests/integration/test_example_dedup.py": (
+        "de-duplication through a kill, a zombie and an upgrade: 102 s (the unique-visitors "
+        "example's test makes the same faults, over windows)"
+    ),
+    "tests/integration/test_example_sessions.py": (
+        "sessions through a kill, a zombie and an upgrade: 148 s (as above; "
+        "tests/integration/test_sessions.py covers the sessions themselves)"
+    ),
 }
 """Tests ``make test`` leaves out (marked ``long``; ``make test-long`` runs them), with
 their cost on the 2-core machine (28 November 2026, C1 only): the whole suite no longer

@@ -24,7 +24,9 @@ DELETED_COLUMN: Final = "sluice_deleted"
 """True in a row that records the key's deletion (its state is gone from that batch on)."""
 REVISION_COLUMN: Final = "sluice_revision"
 """The declaration's ``revision`` a row was written under (null: revision 1)."""
-RESERVED: Final = (VERSION_COLUMN, DELETED_COLUMN, REVISION_COLUMN)
+SESSIONS_COLUMN: Final = "sluice_sessions"
+"""A session state's map of its key's open sessions: start to last event time."""
+RESERVED: Final = (VERSION_COLUMN, DELETED_COLUMN, REVISION_COLUMN, SESSIONS_COLUMN)
 """Column names a declaration may not use: the driver's own columns of the table."""
 STATES_MAX: Final = 8
 KEY_COLUMNS_MAX: Final = 8
@@ -84,6 +86,21 @@ class StateWindow(Model):
     @property
     def slide(self) -> int:
         return self.slide_seconds or self.size_seconds
+
+
+class StateSession(Model):
+    """The state is per key and event-time session (``sluice_job.sessions``): a key's
+    events less than ``gapSeconds`` apart are one session, closed and written once
+    when the watermark passes its last event plus the gap."""
+
+    gap_seconds: int = Field(
+        ge=1,
+        le=WINDOW_MAX_SECONDS,
+        description=(
+            "The inactivity gap: an event this long (or longer) after a session's last "
+            "event starts another session."
+        ),
+    )
 
 
 class State(Model):
@@ -165,6 +182,22 @@ class State(Model):
             "spec.transform.eventTime."
         ),
     )
+
+    session: StateSession | None = Field(
+        default=None,
+        description=(
+            "A state per key and event-time session, each closed and written once when "
+            "the watermark passes its last event plus the gap (sluice_job.sessions, "
+            "docs/stateful.md): the table holds each value column as a map from a "
+            "session's start to its value. Needs spec.transform.eventTime; not with window."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _window_or_session(self) -> Self:
+        if self.window is not None and self.session is not None:
+            raise ValueError(f"state {self.name!r}: declare window or session, not both")
+        return self
 
     @model_validator(mode="after")
     def _window_start_is_a_timestamp_key(self) -> Self:

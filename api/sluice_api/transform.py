@@ -94,10 +94,10 @@ class Transform(Model):
 
     @model_validator(mode="after")
     def windows_need_event_time(self) -> Self:
-        windowed = [s.name for s in self.state if s.window is not None]
+        windowed = [s.name for s in self.state if s.window is not None or s.session is not None]
         if windowed and self.event_time is None:
             raise ValueError(
-                f"transform.state {windowed} declare a window: windows close by the "
+                f"transform.state {windowed} declare a window or session: they close by the "
                 "event-time watermark, so set transform.eventTime"
             )
         return self

@@ -116,7 +116,7 @@ def close(
     unknown = sorted(set(merge) - set(values))
     if unknown:
         raise WindowError(f"state {state.name!r}: merge names column(s) {unknown} it lacks")
-    clock = _watermark(times, state)
+    clock = watermark(times, state)
     stored = state.lookup(partial_rows).select(
         *key, *(F.col(v).alias(f"stored_{v}") for v in values)
     )
@@ -134,7 +134,7 @@ def close(
     )
     touched_final = parted.where(F.col("sluice_final")).select(*key, *values)
     still_open = parted.where(~F.col("sluice_final")).select(*key, *values)
-    closing = _closing(clock, state, window)
+    closing = closing_keys(clock, state)
     untouched = closing.join(partial_rows.select(*key), key, "left_anti")
     final = touched_final.unionByName(state.lookup(untouched).select(*key, *values))
     deleted = final.select(*key, F.lit(True).alias(DELETED_COLUMN))
@@ -153,7 +153,7 @@ def _window(state: KeyedState) -> Window:
     return window
 
 
-def _watermark(times: DataFrame, state: KeyedState) -> DataFrame:
+def watermark(times: DataFrame, state: KeyedState) -> DataFrame:
     """One row: this batch's watermark (ms; null while no event time was seen), as
     ``sluice_api.event_time.advance`` will move it with the commit."""
     times, newest = event_time.newest_on_time(times)
@@ -164,31 +164,36 @@ def _watermark(times: DataFrame, state: KeyedState) -> DataFrame:
     return times.agg(F.greatest(before, F.coalesce(moved, before)).alias(WATERMARK))
 
 
-def _closing(clock: DataFrame, state: KeyedState, window: Window) -> DataFrame:
-    """The keys (with the window's start) of the index's windows that end in
-    ``(committed watermark, this batch's]``: final now."""
+def closing_keys(clock: DataFrame, state: KeyedState) -> DataFrame:
+    """The keys of the index's windows (with the window's start) or sessions whose
+    time came in ``(committed watermark, this batch's]``: final now (a session's
+    entry may be stale: the key's sessions are looked up to see)."""
     schema = state.target.schema
     spark = clock.sparkSession
-    if state.stored is not None:  # sluice_job.testing: no index; only touched windows close
+    if state.stored is not None:  # sluice_job.testing: no index; only touched keys close
         return spark.createDataFrame([], schema.spark_types(state.key))
-    size_ms = window.size_seconds * 1000
-    after = None if state.watermark_ms is None else state.watermark_ms - size_ms
+    lag = schema.index_lag_ms
+    after = None if state.watermark_ms is None else schema.closed_before(state.watermark_ms)
     span = (
         spark.range(OPEN_WINDOWS_BUCKETS)
         .select(F.col("id").cast("int").alias("bucket"))
         .crossJoin(
             clock.select(
                 F.lit(after).cast("long").alias("after"),
-                (F.col(WATERMARK) - F.lit(size_ms)).alias("until"),
+                (F.col(WATERMARK) - F.lit(lag)).alias("until"),
             )
         )
     )
     found_schema = T.StructType(
-        [T.StructField(window.start, T.TimestampType()), T.StructField(WINDOW_KEY, T.StringType())]
+        [
+            T.StructField("window_start", T.TimestampType()),
+            T.StructField(WINDOW_KEY, T.StringType()),
+        ]
     )
     found = span.mapInArrow(partial(open_windows_arrow, state.target), found_schema)
     rest = schema.spark_types(schema.window_key)
-    parsed = found.select(window.start, F.from_json(F.col(WINDOW_KEY), rest).alias("k"))
-    return parsed.select(
-        *(F.col(f"k.{n}").alias(n) for n in schema.window_key), window.start
-    ).select(*state.key)
+    parsed = found.select("window_start", F.from_json(F.col(WINDOW_KEY), rest).alias("k"))
+    keys = [F.col(f"k.{n}").alias(n) for n in schema.window_key]
+    if schema.window is not None:
+        keys.append(F.col("window_start").alias(schema.window.start))
+    return parsed.select(*keys).select(*state.key).dropDuplicates()

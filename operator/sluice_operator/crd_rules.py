@@ -140,8 +140,10 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             field_path=".state",
         ),
         Rule(
-            "!has(self.state) || !self.state.exists(s, has(s.window)) || has(self.eventTime)",
-            "a transform.state window closes by the event-time watermark: set transform.eventTime",
+            "!has(self.state) || !self.state.exists(s, has(s.window) || has(s.session))"
+            " || has(self.eventTime)",
+            "a transform.state window or session closes by the event-time watermark: set "
+            "transform.eventTime",
             field_path=".eventTime",
         ),
     ),
@@ -159,6 +161,11 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             "self.window.start.lowerAscii() && c.type == 'timestamp')",
             "window.start must be a key column of type timestamp",
             field_path=".window.start",
+        ),
+        Rule(
+            "!has(self.window) || !has(self.session)",
+            "declare a state's window or its session, not both",
+            field_path=".session",
         ),
         Rule(
             "!has(self.revision) || self.revision == 1 || has(self.migrate)",

@@ -679,6 +679,35 @@ INVALID = {
         "spec.transform.eventTime",
         "closes by the event-time watermark",
     ),
+    "state-session-without-event-time": Invalid(
+        changed("transform.state", [STATE | {"session": {"gapSeconds": 1800}}]),
+        "spec.transform.eventTime",
+        "closes by the event-time watermark",
+    ),
+    "state-window-and-session": Invalid(
+        changed(
+            "transform",
+            {
+                "entrypoint": "m:f",
+                "eventTime": {},
+                "state": [STATE | WINDOWED | {"session": {"gapSeconds": 1800}}],
+            },
+        ),
+        "spec.transform.state[0].session",
+        "not both",
+    ),
+    "state-session-gap": Invalid(
+        changed(
+            "transform",
+            {
+                "entrypoint": "m:f",
+                "eventTime": {},
+                "state": [STATE | {"session": {"gapSeconds": 0}}],
+            },
+        ),
+        "spec.transform.state[0].session.gapSeconds",
+        "should be greater than or equal to 1",
+    ),
     "state-type": Invalid(
         changed("transform.state", [STATE | {"columns": [{"name": "n", "type": "big int!"}]}]),
         "spec.transform.state[0].columns[0].type",

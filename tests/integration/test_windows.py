@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sluice_api.event_time import EventTime, advance
-from sluice_job import event_time, transform, windows
+from sluice_api.event_time import EventTime
+from sluice_job import event_time, windows
 from sluice_job.state import States
-from sluice_job.state import write as state_write
 from sluice_job.transform import TransformResult
-from sluice_job.write_order import write_version
-from tests.support.keyed_state import prepared
+from tests.support.keyed_state import Batches, prepared
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -57,48 +55,35 @@ def unique_visitors(
 
 @dataclass
 class Pipeline:
-    """Batches run in order as the driver runs them, the watermark carried between."""
+    """Batches of (page, user, seconds after T0) events through ``unique_visitors``."""
 
-    spark: SparkSession
-    states: States
-    watermark: int | None = None
-    written: list[list[tuple[str, int, int]]] = field(default_factory=list)
+    batches: Batches
 
     def batch(
         self, version: int, events: list[tuple[str, str, float]], *, commit: bool = True
     ) -> list[tuple[str, int, int]]:
-        """Events as (page, user, seconds after T0); returns the windows written as
-        (page, window start in seconds after T0, visitors)."""
+        """The windows written, as (page, window start in seconds after T0, visitors)."""
         rows = [
             (p, u, T0 + dt.timedelta(seconds=s), "k", "v", "t", 0, i)
             for i, (p, u, s) in enumerate(events)
         ]
-        records = self.spark.createDataFrame(
+        records = self.batches.spark.createDataFrame(
             rows,
             "page string, user string, at timestamp, key string, value string, "
             "topic string, partition int, offset long",
         )
-        batch = self.states.at(version, self.watermark)
-        result = transform.apply(unique_visitors, records, {}, batch)
-        out = sorted(
+        return sorted(
             (r["page"], int(r["window_start"].timestamp() - T0.timestamp()), r["visitors"])
-            for r in result.output.collect()
+            for r in self.batches.run(version, records, commit=commit)
         )
-        for name, frame in result.state.items():
-            state_write.write(batch[name], frame, write_version(version, 1))
-        assert result.event_time is not None
-        newest, _ = event_time.newest_and_late(result.event_time)
-        if commit:
-            self.watermark = advance(self.watermark, newest, LATENESS_S)
-            self.written.append(out)
-        return out
 
 
 def pipeline(
     spark: SparkSession, cassandra: Any, contact: str, keyspace: str, body: Mapping[str, Any]
 ) -> Pipeline:
     clock = EventTime(allowed_lateness_seconds=LATENESS_S)
-    return Pipeline(spark, prepared(cassandra, contact, keyspace, body, event_time=clock))
+    states = prepared(cassandra, contact, keyspace, body, event_time=clock)
+    return Pipeline(Batches(spark, states, unique_visitors, LATENESS_S))
 
 
 def test_each_window_is_written_once_when_the_watermark_passes_its_end(

@@ -92,7 +92,7 @@ def test_a_lookup_has_the_key_and_value_columns_as_spark_types() -> None:
         [
             T.StructField("page", T.StringType()),
             T.StructField("views", T.LongType()),
-            T.StructField("users", T.ArrayType(T.StringType(), containsNull=False)),
+            T.StructField("users", T.ArrayType(T.StringType(), containsNull=True)),
         ]
     )
     assert spark_of(parse_type("map<text, int>")) == T.MapType(T.StringType(), T.IntegerType())
@@ -187,3 +187,35 @@ def test_a_window_state_starts_on_a_timestamp_key_and_needs_event_time() -> None
     with pytest.raises(ValidationError, match=r"set transform\.eventTime"):
         Transform.model_validate(body)
     assert Transform.model_validate(body | {"eventTime": {}}).state[0].window is not None
+
+
+def test_a_session_state_keeps_each_value_per_open_session_and_needs_event_time() -> None:
+    sessions = declared(session={"gapSeconds": 1800})
+    schema = StateSchema.of(sessions, "ks", OWNER)
+    assert schema.session is not None and schema.session.gap_seconds == 1800
+    assert dict(schema.values) == {
+        "sluice_sessions": "map<timestamp,timestamp>",
+        "views": "map<timestamp,bigint>",
+        "users": "map<timestamp,frozen<set<text>>>",
+    }
+    assert "users" in schema.create(OWNER) and "frozen<set<text>>" in schema.create(OWNER)
+    assert schema.indexed and schema.window_key == ("page",), "indexed by the whole key"
+    assert schema.closed_before(90_000) == 90_000, "a session's entry is its expiry"
+    window = declared(
+        key=[{"name": "at", "type": "timestamp"}], window={"start": "at", "sizeSeconds": 60}
+    )
+    assert StateSchema.of(window, "ks").closed_before(90_000) == 30_000, "a window's is its start"
+    assert not StateSchema.of(declared(), "ks").indexed
+    with pytest.raises(ValidationError, match="window or session, not both"):
+        declared(
+            key=[{"name": "at", "type": "timestamp"}],
+            window={"start": "at", "sizeSeconds": 60},
+            session={"gapSeconds": 60},
+        )
+    with pytest.raises(ValidationError, match="driver's own"):
+        declared(columns=[{"name": "sluice_sessions", "type": "bigint"}])
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        declared(session={"gapSeconds": 0})
+    body = {"entrypoint": "m:f", "state": [sessions.model_dump(by_alias=True, exclude_none=True)]}
+    with pytest.raises(ValidationError, match=r"set transform\.eventTime"):
+        Transform.model_validate(body)

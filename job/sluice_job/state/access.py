@@ -223,11 +223,11 @@ def write_arrow(
     session = _session(target.connection)
     values = [c for c in columns if c in schema.value_names]
     deleted = DELETED_COLUMN in columns
-    windowed = schema.window is not None
+    windowed = schema.indexed
     names = [
         *schema.key_names,
         *values,
-        *([WINDOW_KEY, WINDOW_BUCKET] if windowed else []),
+        *([WINDOW_KEY, WINDOW_BUCKET, WINDOW_AT] if windowed else []),
         *([DELETED_COLUMN] if deleted else []),
     ]
     opened = _statement(session, target, target.open_window()) if windowed else None
@@ -235,7 +235,6 @@ def write_arrow(
     latest = _statement(session, target, target.select_version())
     delete = _statement(session, target, target.delete_older())
     width = len(schema.key_names)
-    start = names.index(schema.window.start) if schema.window is not None else None
     seen: set[tuple[Any, ...]] = set()
     written = 0
     states = with_uuids(
@@ -255,9 +254,9 @@ def write_arrow(
         for row, before in zip(chunk, previous, strict=True):
             state = list(row[: width + len(values)])
             gone = bool(row[-1]) if deleted else False
-            if opened is not None and start is not None and not gone:
-                key_json, bucket = row[width + len(values)], row[width + len(values) + 1]
-                index = (schema.owner, schema.name, int(bucket), row[start], key_json)
+            if opened is not None and not gone:
+                key_json, bucket, due = row[width + len(values) : width + len(values) + 3]
+                index = (schema.owner, schema.name, int(bucket), due, key_json)
                 requests.append((opened, (*index, write_version, schema.ttl_seconds)))
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
             batch.add(
@@ -286,6 +285,8 @@ WINDOW_KEY: Final = "sluice_window_key"
 """A window state's key but the window's start, as JSON: its open-windows index key."""
 WINDOW_BUCKET: Final = "sluice_window_bucket"
 """Its partition of the open-windows index (0 .. ``OPEN_WINDOWS_BUCKETS`` - 1)."""
+WINDOW_AT: Final = "sluice_window_at"
+"""Its time in the index: a window's start, a key's earliest session expiry."""
 
 
 def open_windows_arrow(

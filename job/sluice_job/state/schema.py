@@ -25,7 +25,13 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from sluice_api.state import DELETED_COLUMN, REVISION_COLUMN, VERSION_COLUMN, State
+from sluice_api.state import (
+    DELETED_COLUMN,
+    REVISION_COLUMN,
+    SESSIONS_COLUMN,
+    VERSION_COLUMN,
+    State,
+)
 from sluice_job.cql_table import CqlSchemaError, CqlType, parse_type
 
 OWNER_COMMENT: Final = "sluice state {name} of pipeline {owner}"
@@ -46,10 +52,25 @@ class Window:
     slide_seconds: int
 
 
+@dataclass(frozen=True)
+class Session:
+    """A session state's inactivity gap (s)."""
+
+    gap_seconds: int
+
+
+def session_type(cql: str) -> str:
+    """The table's type of a session state's value column declared ``cql``: a map
+    from each open session's start to its value (a collection is frozen in it)."""
+    collection = parse_type(cql).name in ("list", "set", "map")
+    return f"map<timestamp,{f'frozen<{cql}>' if collection else cql}>"
+
+
 OPEN_WINDOWS: Final = "sluice_open_windows"
-"""The table, in a window state's keyspace, that lists each open window's key by the
-window's start (``windows``): what a batch reads to close the windows the watermark
-passed whose keys it did not touch."""
+"""The table, in a window or session state's keyspace, that lists each open window's
+key by the window's start, or each key's open sessions by the earliest expiry among
+them (``windows``, ``sessions``): what a batch reads to close the windows and
+sessions the watermark passed whose keys it did not touch."""
 OPEN_WINDOWS_BUCKETS: Final = 16
 """Partitions per state of the open-windows index (a key's is a hash of it)."""
 
@@ -80,12 +101,16 @@ class StateSchema:
     window: Window | None = None
     owner: str = ""
     """``namespace/name`` of the pipeline: its rows of the open-windows index."""
+    session: Session | None = None
 
     @classmethod
     def of(cls, state: State, checkpoint_keyspace: str, owner: str = "") -> StateSchema:
         types = state.column_types()
         key = tuple((c.name.lower(), types[c.name.lower()]) for c in state.key)
         values = tuple((c.name.lower(), types[c.name.lower()]) for c in state.columns)
+        if state.session is not None:
+            sessions = ((SESSIONS_COLUMN, "map<timestamp,timestamp>"),)
+            values = (*sessions, *((name, session_type(cql)) for name, cql in values))
         schema = cls(
             state.name,
             state.keyspace or checkpoint_keyspace,
@@ -99,6 +124,7 @@ class StateSchema:
             if state.window is None
             else Window(state.window.start.lower(), state.window.size_seconds, state.window.slide),
             owner,
+            None if state.session is None else Session(state.session.gap_seconds),
         )
         schema.spark_schema()  # refuses a type no Spark column carries
         return schema
@@ -108,11 +134,28 @@ class StateSchema:
         return f"{self.keyspace}.{self.table}"
 
     @property
+    def indexed(self) -> bool:
+        """Whether the state's open windows or sessions are in the open-windows index."""
+        return self.window is not None or self.session is not None
+
+    @property
     def window_key(self) -> tuple[str, ...]:
-        """A window state's key columns but the window's start: its index key."""
-        if self.window is None:
-            return ()
-        return tuple(n for n in self.key_names if n != self.window.start)
+        """The index key: a window state's key columns but the window's start, a
+        session state's key columns."""
+        if self.window is not None:
+            return tuple(n for n in self.key_names if n != self.window.start)
+        return self.key_names if self.session is not None else ()
+
+    @property
+    def index_lag_ms(self) -> int:
+        """How far an index entry's time is behind the watermark that closes it: a
+        window's start a size before it, a session's expiry at it."""
+        return self.window.size_seconds * 1000 if self.window is not None else 0
+
+    def closed_before(self, watermark_ms: int) -> int:
+        """The index time (ms) at or before which every entry is closed once the
+        watermark is ``watermark_ms``."""
+        return watermark_ms - self.index_lag_ms
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -247,7 +290,7 @@ def spark_of(cql: CqlType) -> T.DataType | None:
     """The Spark type of a state column of ``cql``; ``None`` if none carries it."""
     if cql.name in ("list", "set"):
         element = spark_of(cql.args[0])
-        return None if element is None else T.ArrayType(element, containsNull=False)
+        return None if element is None else T.ArrayType(element, containsNull=True)
     if cql.name == "map":
         key, value = spark_of(cql.args[0]), spark_of(cql.args[1])
         if key is None or value is None:

@@ -76,7 +76,7 @@ def ensure(session: Session, schema: StateSchema, owner: str) -> None:
         )
     if to_add:
         cluster.control_connection.wait_for_schema_agreement()
-    if schema.window is not None:
+    if schema.indexed:
         session.execute(open_windows_table(schema.keyspace))
 
 

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from functools import partial
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sluice_job.state.access import WINDOW_BUCKET, WINDOW_KEY, forget_windows, write_arrow
+from sluice_api.state import SESSIONS_COLUMN
+from sluice_job.state.access import (
+    WINDOW_AT,
+    WINDOW_BUCKET,
+    WINDOW_KEY,
+    forget_windows,
+    write_arrow,
+)
 from sluice_job.state.handle import KeyedState
 from sluice_job.state.schema import OPEN_WINDOWS_BUCKETS
 
@@ -27,16 +34,27 @@ def write(state: KeyedState, rows: DataFrame, write_version: int) -> int:
     """Write ``rows`` (conformed) as ``state``'s new rows for batch ``state.version``;
     returns the keys written. A window state's open windows go to the open-windows
     index too, and the windows the committed watermark closed leave it."""
-    window = state.target.schema.window
-    if window is not None:
-        rows = with_window_key(rows, state.target.schema.window_key)
+    schema = state.target.schema
+    if schema.indexed:
+        rows = with_window_key(rows, schema.window_key).withColumn(WINDOW_AT, _index_time(state))
     by_key = rows.repartition(*(F.col(k) for k in state.key))
     task = partial(write_arrow, state.target, rows.columns, state.version, write_version)
     total = by_key.mapInArrow(task, WRITTEN_SCHEMA).agg(F.sum("written")).head()
-    if window is not None and state.watermark_ms is not None:
-        closed = state.watermark_ms - window.size_seconds * 1000
-        forget_windows(state.target, closed, write_version)
+    if schema.indexed and state.watermark_ms is not None:
+        forget_windows(state.target, schema.closed_before(state.watermark_ms), write_version)
     return int(total[0] or 0) if total is not None else 0
+
+
+def _index_time(state: KeyedState) -> Column:
+    """When a row's entry of the open-windows index is due: a window's start, or the
+    earliest expiry (last event plus the gap) of a key's open sessions."""
+    schema = state.target.schema
+    if schema.window is not None:
+        return F.col(schema.window.start)
+    assert schema.session is not None
+    ends = F.map_values(F.col(SESSIONS_COLUMN))
+    due = F.unix_millis(F.array_min(ends)) + F.lit(schema.session.gap_seconds * 1000)
+    return F.timestamp_millis(due)
 
 
 def with_window_key(rows: DataFrame, key: tuple[str, ...]) -> DataFrame:
