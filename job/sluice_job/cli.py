@@ -9,6 +9,8 @@ message says why and where the driver left off.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import re
 import signal
@@ -36,6 +38,10 @@ administrator who creates them before granting a pipeline's role SELECT and MODI
 
 exit codes: 0 clean stop, 1 failure, 2 invalid configuration, 3 fenced by a newer epoch.
 
+`--migrate-state NAME` rewrites the rows of state NAME that older revisions wrote in
+the revision the spec declares, through its migrate function (docs/stateful.md), then
+exits: 0 done (a JSON summary on stdout), 1 a dependency failed, 2 invalid.
+
 `python -m sluice_job executor` is the image's other role: a Spark executor in a pod
 that the driver's Spark started (it sets the SPARK_* variables the role reads).
 """
@@ -53,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
         "--checkpoint-schema",
         metavar="KEYSPACE",
         help="print the CQL of the checkpoint tables in KEYSPACE and exit",
+    )
+    result.add_argument(
+        "--migrate-state",
+        metavar="NAME",
+        help="rewrite state NAME's rows of older revisions through its migrate function, exit",
     )
     result.add_argument(
         "role",
@@ -95,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return int(ExitCode.INVALID_CONFIG)
 
+    if args.migrate_state:
+        return _migrate(cfg, args.migrate_state)
+
     stop = threading.Event()
     progress = Progress()
     # Before Spark and the clients load (seconds): a SIGTERM then is a clean stop too.
@@ -105,6 +119,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     _finished.set()
     termination.write(cfg.termination_log, outcome)
     return int(outcome.exit_code)
+
+
+def _migrate(cfg: driver_config.DriverConfig, name: str) -> int:
+    """``--migrate-state``: one state's table migrated eagerly (``state.migrate``)."""
+    from sluice_job.state import migrate  # Spark's types and the client load only for this
+
+    try:
+        done = migrate.command(cfg, name, os.environ)
+    except (migrate.StateSchemaError, migrate.StateRevisionError) as err:
+        logs.event("state not migrated", level=40, state=name, message=str(err))
+        print(f"sluice_job: {err}", file=sys.stderr)
+        return int(ExitCode.INVALID_CONFIG)
+    except Exception as err:  # a dependency: the checkpoint's cluster
+        logs.event("state not migrated", level=40, state=name, message=str(err))
+        print(f"sluice_job: migrating state {name!r} failed: {err}", file=sys.stderr)
+        return int(ExitCode.FAILURE)
+    logs.event(
+        "state migrated",
+        state=name,
+        rows=done.rows,
+        rewritten=done.rewritten,
+        deleted=done.deleted,
+        why="--migrate-state: rows of older revisions rewritten in this revision's meaning",
+    )
+    print(json.dumps(dataclasses.asdict(done)))
+    return 0
 
 
 def _on_sigterm(stop: threading.Event, timeout: float, path: Path, progress: Progress) -> None:

@@ -181,7 +181,7 @@ def lookup_arrow(
     )
     arrow = schema.arrow_schema()
     names = arrow.names
-    read = _Reader(target)
+    read = RowReader(target)
     for chunk in _chunks(keys):
         requests = [(statement, tuple(key)) for key in chunk]
         found = []
@@ -383,7 +383,7 @@ def below(
 
 
 @dataclass
-class _Reader:
+class RowReader:
     """A looked-up row as the lookup gives it: its key and value columns, in this
     revision's meaning (migrated if an older revision wrote it); ``None`` for no state."""
 
