@@ -284,3 +284,39 @@ def test_a_window_state_is_tested_with_the_windows_the_batch_touches(spark_sessi
         ("/a", False),
         ("/a", True),
     ]
+
+
+def test_a_session_state_is_tested_with_the_sessions_the_batch_touches(spark_session: Any) -> None:
+    """The sessions example: a stored open session grows by the batch's event within
+    the gap, and closes once the batch's later event moves the watermark past it."""
+    body = {
+        "name": "sessions",
+        "table": "s",
+        "key": [{"name": "user_id", "type": "text"}],
+        "columns": [{"name": "events", "type": "bigint"}],
+        "session": {"gapSeconds": 1800},
+    }
+    start = datetime(2025, 11, 22, 2, 50, tzinfo=UTC)
+    events = [
+        {"value": {**EVENT, "user_id": "u-1", "ts": 1_763_780_400_000}},  # 03:00
+        {"value": {**EVENT, "event_id": "e-2", "user_id": "u-1", "ts": 1_763_788_000_000}},
+    ]
+    result = testing.run(
+        "sluice_job.examples.sessions:transform",
+        events,
+        spark=spark_session,
+        state=[body],
+        stored={
+            "sessions": [
+                {"user_id": "u-1", "sluice_sessions": {start: start}, "events": {start: 4}}
+            ]
+        },
+        event_time={"allowedLatenessSeconds": 60},
+    )
+    ended = datetime(2025, 11, 22, 3, 0)
+    assert [
+        (r["user_id"], r["session_start"], r["session_end"], r["events"]) for r in result.output
+    ] == [("u-1", start.replace(tzinfo=None), ended, 5)]
+    (open_row,) = result.state["sessions"]
+    assert open_row["sluice_deleted"] is False
+    assert list(open_row["events"].values()) == [1], "the later event opened a session"
