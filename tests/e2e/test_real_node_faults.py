@@ -31,11 +31,12 @@ from sluice_dev import stack
 from sluice_dev.events import EventFactory
 from sluice_dev.paths import Layout
 from sluice_dev.produce import produce
-from sluice_dev.realnode import faults, plan, runtime
+from sluice_dev.realnode import faults, plan
 from sluice_dev.realnode.servers import kubelet_name
 from sluice_dev.servers import kube
 from tests.support import expected, state
 from tests.support.fixtures import REAL_JOB_IMAGE
+from tests.support.node_loss import Run, lose_the_drivers_node, running_driver
 from tests.support.operator import Pipeline
 from tests.support.real_images import PARTITIONS, RealPlace, worker_of
 from tests.support.waiting import wait_for
@@ -51,34 +52,6 @@ CUT_SECONDS = 30.0
 CLOCK_SLACK = timedelta(seconds=2)
 """Cassandra's commit time against this process's clock (one machine): a commit
 already on its way when the network went is stamped within this of the cut."""
-
-
-def _running_driver(pipeline: Pipeline) -> Any | None:
-    running = [p for p in pipeline.live_pods() if p.status.phase == "Running"]
-    status = pipeline.status()
-    for pod in running:
-        if pod.metadata.name == status.get("driverPod"):
-            return pod
-    return None
-
-
-def _pids(worker: plan.Worker, pod: Any) -> set[int]:
-    container = pod.status.container_statuses[0]
-    return runtime.container_pids(worker, pod.metadata.uid, container.container_id.split("//")[-1])
-
-
-def _last_words(worker: plan.Worker, pod: Any) -> str:
-    """The zombie's last log event, from its container's log on the worker (its pod
-    is gone from the API): ``Fenced`` when it tried to commit after the claim."""
-    meta = pod.metadata
-    logs = worker.data / plan.POD_LOGS / f"{meta.namespace}_{meta.name}_{meta.uid}"
-    events = [
-        line.split('"event": "', 1)[1].split('"', 1)[0]
-        for log in sorted(logs.glob("*/*.log"))
-        for line in log.read_text(errors="replace").splitlines()
-        if '"event": "' in line
-    ]
-    return events[-1] if events else "no log"
 
 
 def _observe(pipeline: Pipeline, seconds: float) -> list[str]:
@@ -98,34 +71,6 @@ def _observe(pipeline: Pipeline, seconds: float) -> list[str]:
             seen.append(line)
         time.sleep(1.0)
     return seen
-
-
-class Run:
-    """The pipeline's checkpoint as the test reads it."""
-
-    def __init__(self, cassandra: Any, keyspace: str, pipeline_id: str) -> None:
-        self.cassandra, self.keyspace, self.pipeline_id = cassandra, keyspace, pipeline_id
-
-    def history(self) -> list[Any]:
-        return state.history(self.cassandra, self.keyspace, self.pipeline_id)
-
-    def commits_by(self, epoch: int, after: int = 0) -> bool:
-        """A batch after batch id ``after`` committed by ``epoch``."""
-        return any(r.epoch == epoch and r.batch_id > after for r in self.history())
-
-    def fence(self) -> int:
-        """The epoch the checkpoint row holds: the last driver to claim the pipeline."""
-        return state.fence(self.cassandra, self.keyspace, self.pipeline_id)
-
-    def last_batch(self) -> int:
-        return max((r.batch_id for r in self.history()), default=0)
-
-    def committed_between(self, epoch: int, since: datetime, until: datetime) -> list[int]:
-        return [
-            r.batch_id
-            for r in self.history()
-            if r.epoch == epoch and since < r.committed_at.replace(tzinfo=UTC) < until
-        ]
 
 
 def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_a_lost_node(
@@ -158,7 +103,7 @@ def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_
     )
 
     # 1. The kubelet restarted under the running driver.
-    pod = wait_for(lambda: _running_driver(pipeline), timeout=60, what="the running driver")
+    pod = wait_for(lambda: running_driver(pipeline), timeout=60, what="the running driver")
     worker = worker_of(real_workers, pod)
     before = run.last_batch()
     began = time.monotonic()
@@ -201,39 +146,7 @@ def test_a_pipeline_on_real_nodes_rides_out_a_kubelet_restart_a_network_cut_and_
     print(f"network cut {CUT_SECONDS:.0f}s, healed -> next commit {resumed:.1f}s")
 
     # 3. The driver's node lost: its kubelet stopped, its container a zombie.
-    pod = wait_for(lambda: _running_driver(pipeline), timeout=300, what="a running driver")
-    worker = worker_of(real_workers, pod)
-    epoch = int(pipeline.status()["epoch"])
-    zombie = _pids(worker, pod)
-    assert zombie, "the driver's processes, in its container's cgroup"
-    began = time.monotonic()
-    stack.stop(kube_stack, kubelet_name(worker.index))
-    try:
-        wait_for(
-            lambda: run.fence() > epoch,
-            timeout=300,
-            what="a driver of a new epoch claiming the pipeline",
-        )
-        claimed = datetime.now(UTC)
-        more()  # after the claim: the zombie, until then the driver, may read what is there
-        wait_for(
-            lambda: any(r.epoch > epoch for r in run.history()),
-            timeout=400,
-            what="a batch committed by a driver of a new epoch",
-        )
-        print(f"node lost -> new epoch's commit {time.monotonic() - began:.1f}s")
-        successor = wait_for(lambda: _running_driver(pipeline), timeout=60, what="the driver")
-        assert successor.spec.node_name != worker.name, "the successor is on the other worker"
-    finally:
-        stack.up(kube_stack, [kubelet_name(worker.index)], say=lambda _line: None)
-    wait_for(
-        lambda: not (_pids(worker, pod) & zombie),
-        timeout=120,
-        what="the zombie's container gone (fenced, it exits; else its kubelet kills it)",
-    )
-    print(f"the zombie: {_last_words(worker, pod)}")
-    late = run.committed_between(epoch, claimed, datetime.now(UTC))
-    assert late == [], f"batches {late} committed by the zombie after its successor's claim"
+    lose_the_drivers_node(pipeline, real_workers, kube_stack, run, more)
 
     # Every event once, batches one after another.
     more()
