@@ -12,7 +12,10 @@ per partition:
   ``sluice_job.examples.dedup``;
 * ``visitors`` (a window state: one lookup and one write per page and window touched,
   the open-windows index): ``sluice_job.examples.unique_visitors``, 60-second windows,
-  late records counted.
+  late records counted;
+* ``ss-dedup`` and ``ss-visitors``: Structured Streaming doing the same with its own
+  state store (``dropDuplicatesWithinWatermark``, ``approx_count_distinct`` per
+  window), batches of the same size (:mod:`bench.structured_state`).
 
 Each contender's output is checked: the KPI sums count every record (re-sent ones
 twice), the de-duplicated sums each event once, and each window's visitors are its
@@ -41,10 +44,10 @@ from confluent_kafka import Consumer, TopicPartition
 from bench import fixtures
 from bench import state_figures as figures
 from bench.files import write
-from bench.processes import JsonLines, start_driver
+from bench.processes import Child, JsonLines, start_driver
 from bench.settings import RESULTS
 from sluice_dev.events import EventFactory, normalised_page
-from sluice_dev.paths import Layout
+from sluice_dev.paths import REPO_ROOT, Layout
 from sluice_dev.produce import produce
 from sluice_dev.servers import spark as spark_artifact
 
@@ -100,6 +103,10 @@ def contenders() -> dict[str, dict[str, Any]]:
     }
 
 
+STRUCTURED: Final = {"ss-dedup": "dedup", "ss-visitors": "visitors"}
+"""Structured Streaming's contenders, and the Sluice contender each is checked as."""
+
+
 def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figures.Drain]:
     run = f"s{uuid.uuid4().hex[:8]}"
     factory = EventFactory(seed=70 + index)
@@ -114,14 +121,17 @@ def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figure
     found = []
     try:
         with fixtures.cassandra_session(fixtures.CONTACT) as session:
-            for name, contender in contenders().items():
-                keyspace = f"bench_state_{run}_{name}"
+            for name, contender in [*contenders().items(), *((n, {}) for n in STRUCTURED)]:
+                keyspace = f"bench_state_{run}_{name.replace('-', '_')}"
                 fixtures.create_keyspace(session, keyspace, [])
                 session.execute(KPI_TABLE.format(ks=keyspace), timeout=120)
                 session.execute(VISITORS_TABLE.format(ks=keyspace), timeout=120)
                 try:
-                    events = drive(layout, args, topic, keyspace, f"{run}-{name}", contender)
-                    exact = check(name, session, keyspace, factory, seqs)
+                    if name in STRUCTURED:
+                        events = structured(layout, args, topic, keyspace, STRUCTURED[name])
+                    else:
+                        events = drive(layout, args, topic, keyspace, f"{run}-{name}", contender)
+                    exact = check(STRUCTURED.get(name, name), session, keyspace, factory, seqs)
                 finally:
                     fixtures.drop_keyspace(session, keyspace)
                 drained = figures.drain(name, events, exact=exact)
@@ -186,6 +196,39 @@ def drive(
     return events + lines.read_new()
 
 
+def structured(
+    layout: Layout, args: argparse.Namespace, topic: str, keyspace: str, mode: str
+) -> list[dict[str, Any]]:
+    """Structured Streaming drains ``topic`` (``bench.structured_state``); returns its
+    micro-batches as the driver's ``batch`` events."""
+    workdir = layout.stack / "bench-state" / f"{keyspace}-ss"
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.structured_state",
+        f"--mode={mode}",
+        f"--bootstrap={fixtures.BOOTSTRAP}",
+        f"--topic={topic}",
+        f"--contact={fixtures.CONTACT}",
+        f"--keyspace={keyspace}",
+        f"--per-trigger={args.per_partition * PARTITIONS}",
+        f"--checkpoint={workdir / 'checkpoint'}",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+        **spark_artifact.job_image_env(layout),
+    }
+    child = Child.start("structured", argv, env, workdir / "structured.log", workdir)
+    try:
+        code = child.proc.wait(DRAIN_TIMEOUT)
+        if code != 0:
+            raise RuntimeError(f"Structured Streaming did not drain {topic}:\n{child.tail()}")
+    finally:
+        child.kill()
+    return JsonLines(child.log).read_new()
+
+
 def _positions(events: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     """Where the committed batches of the log events end, per partition."""
     ends: dict[int, int] = {}
@@ -214,7 +257,14 @@ def check(
 ) -> bool:
     """Whether the contender's output is what its records make."""
     if name == "visitors":
-        return _visitors(session, keyspace) == _distinct_users(factory, set(seqs))
+        found, want = _visitors(session, keyspace), _distinct_users(factory, set(seqs))
+        off = [abs(found.get(k, 0) - n) / n for k, n in want.items() if found.get(k) != n]
+        if off or set(found) != set(want):
+            say(
+                f"{keyspace}: {len(off)} of {len(want)} windows' visitors off (at most "
+                f"{max(off, default=0):.1%}), {len(set(found) - set(want))} extra windows"
+            )
+        return found == want
     counted = seqs if name == "kpi" else sorted(set(seqs))
     return _sums(session, keyspace) == _expected_sums(factory, counted)
 

@@ -92,4 +92,11 @@ def markdown(rows: Sequence[Mapping[str, Any]], records: int, per_batch: int) ->
             f"| {r['batch_p50_s']:.2f} | {r['batch_p99_s']:.2f} | {r['write_p50_s']:.2f} "
             f"| {r['exact_runs']}/{r['runs']} |"
         )
+    if any(str(r["contender"]).startswith("ss-") for r in rows):
+        lines += [
+            "",
+            "ss-dedup and ss-visitors: Structured Streaming on the same topic and tables "
+            "(dropDuplicatesWithinWatermark; approx_count_distinct per window, which is not "
+            "exact by design), its state in the query's checkpoint; batches of the same size.",
+        ]
     return "\n".join(lines) + "\n"
