@@ -8,7 +8,6 @@ dead letters, and the oracle leaves them out."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
 from tests.support import expected, state
-from tests.support.driver import Driver, drain_and_stop, kill_then_fence, spec
+from tests.support.driver import Driver, kill_zombie_then_upgrade, spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -80,29 +79,16 @@ def test_sessions_are_exact_through_a_kill_a_zombie_and_an_upgrade(
     )
     v1["transform"]["eventTime"] = {"allowedLatenessSeconds": LATENESS_S}
     v1["transform"]["state"] = [STATE_V1]
-    key = driver.checkpoint_key
 
-    zombie, successor, _ = kill_then_fence(driver, v1, cassandra, cassandra_keyspace)
-    assert zombie.wait(300) == 3
-    assert zombie.message()["reason"] == "Fenced"
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(successor, cassandra, cassandra_keyspace, key, ends, timeout=600)
+    def second_half() -> None:
+        produce(kafka_bootstrap, topic, 3_000, start=3_000, factory=factory)
+        produce(kafka_bootstrap, topic, 1, start=FLUSH, factory=factory)
 
-    produce(kafka_bootstrap, topic, 3_000, start=3_000, factory=factory)
-    produce(kafka_bootstrap, topic, 1, start=FLUSH, factory=factory)
-    v2 = {**v1, "transform": {**v1["transform"]}}
-    v2["transform"]["entrypoint"] = "sluice_job.examples.sessions:transform_v2"
-    v2["transform"]["state"] = [STATE_V2]
-    upgraded = driver.start(v2, 4)
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(upgraded, cassandra, cassandra_keyspace, key, ends, timeout=600)
+    v2 = {"entrypoint": "sluice_job.examples.sessions:transform_v2", "state": [STATE_V2]}
+    faults = (kafka_bootstrap, topic, PARTITIONS)
+    kill_zombie_then_upgrade(driver, v1, v2, cassandra, cassandra_keyspace, faults, second_half)
 
-    late = {
-        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
-        for m in state.read_topic(kafka_bootstrap, letters_topic)
-    }
-    source = state.read_topic(kafka_bootstrap, topic)
-    late_seqs = {json.loads(r.value)["seq"] for r in source if (r.partition, r.offset) in late}
+    late_seqs = state.dead_letter_seqs(kafka_bootstrap, topic, letters_topic)
     by_user: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
     for seq in range(6_000):
         if seq not in late_seqs:

@@ -14,8 +14,7 @@ import pytest
 
 from sluice_dev.events import EventFactory
 from sluice_dev.produce import produce
-from tests.support import state
-from tests.support.driver import Driver, drain_and_stop, kill_then_fence, spec
+from tests.support.driver import Driver, kill_zombie_then_upgrade, spec
 from tests.support.visitors import FLUSH, STATE_V1, STATE_V2, TABLE, assert_visitors_exact
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -48,24 +47,14 @@ def test_distinct_visitors_per_window_are_exact_through_a_kill_a_zombie_and_an_u
     )
     v1["transform"]["eventTime"] = {"allowedLatenessSeconds": 5}
     v1["transform"]["state"] = [STATE_V1]
-    key = driver.checkpoint_key
 
-    zombie, successor, _ = kill_then_fence(driver, v1, cassandra, cassandra_keyspace)
-    # fenced: at its commit, or before, by the state its successor moved on
-    assert zombie.wait(300) == 3
-    assert zombie.message()["reason"] == "Fenced"
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(successor, cassandra, cassandra_keyspace, key, ends, timeout=600)
+    def second_half() -> None:
+        produce(kafka_bootstrap, topic, 3_000, start=3_000, factory=factory)
+        produce(kafka_bootstrap, topic, 1, start=FLUSH, factory=factory)
 
-    produce(kafka_bootstrap, topic, 3_000, start=3_000, factory=factory)
-    produce(kafka_bootstrap, topic, 1, start=FLUSH, factory=factory)
-    v2 = {**v1, "transform": {**v1["transform"]}}
-    v2["transform"]["entrypoint"] = "sluice_job.examples.unique_visitors:transform_v2"
-    v2["transform"]["state"] = [STATE_V2]
-    upgraded = driver.start(v2, 4)
-    ends = state.end_offsets(kafka_bootstrap, topic, PARTITIONS)
-    drain_and_stop(upgraded, cassandra, cassandra_keyspace, key, ends, timeout=600)
-
+    v2 = {"entrypoint": "sluice_job.examples.unique_visitors:transform_v2", "state": [STATE_V2]}
+    faults = (kafka_bootstrap, topic, PARTITIONS)
+    kill_zombie_then_upgrade(driver, v1, v2, cassandra, cassandra_keyspace, faults, second_half)
     assert_visitors_exact(
         cassandra, cassandra_keyspace, kafka_bootstrap, (topic, letters_topic), factory, 6_000
     )

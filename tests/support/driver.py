@@ -252,3 +252,31 @@ def drain_and_stop(
     )
     run.kill(signal.SIGTERM)
     assert run.wait(120) == 0
+
+
+def kill_zombie_then_upgrade(
+    driver: Driver,
+    v1: Mapping[str, Any],
+    v2_transform: Mapping[str, Any],
+    session: Any,
+    keyspace: str,
+    topic: tuple[str, str, int],
+    second_half: Callable[[], None],
+) -> None:
+    """The stateful examples' run: ``v1`` through :func:`kill_then_fence` (the resumed
+    zombie must exit 3, fenced) until it has drained ``topic`` (bootstrap, name,
+    partitions) and stopped cleanly; then ``second_half()`` produces more, and v1 with
+    ``v2_transform``'s changes (entrypoint, state) drains it, started as epoch 4."""
+    bootstrap, name, partitions = topic
+    key = driver.checkpoint_key
+    zombie, successor, _ = kill_then_fence(driver, v1, session, keyspace)
+    # fenced: at its commit, or before, by the state its successor moved on
+    assert zombie.wait(300) == 3
+    assert zombie.message()["reason"] == "Fenced"
+    ends = state.end_offsets(bootstrap, name, partitions)
+    drain_and_stop(successor, session, keyspace, key, ends, timeout=600)
+    second_half()
+    v2 = {**v1, "transform": {**v1["transform"], **v2_transform}}
+    upgraded = driver.start(v2, 4)
+    ends = state.end_offsets(bootstrap, name, partitions)
+    drain_and_stop(upgraded, session, keyspace, key, ends, timeout=600)

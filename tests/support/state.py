@@ -185,3 +185,14 @@ def consume(
     finally:
         consumer.close()
     return received
+
+
+def dead_letter_seqs(bootstrap: str, topic: str, letters_topic: str) -> set[int]:
+    """The ``seq`` of each record of ``topic`` whose dead letter is in
+    ``letters_topic`` (found by the source partition and offset its headers name)."""
+    letters = {
+        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
+        for m in read_topic(bootstrap, letters_topic)
+    }
+    source = read_topic(bootstrap, topic)
+    return {int(json.loads(r.value)["seq"]) for r in source if (r.partition, r.offset) in letters}

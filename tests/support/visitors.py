@@ -4,7 +4,6 @@ against the distinct users of its events (driver-level and on real nodes)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
@@ -46,12 +45,7 @@ def assert_visitors_exact(
     event ``upgrade_seq`` (default: half of ``count``), which version 2 saw whole, hold
     their exact views, the others none. ``topics``: the source and dead-letter topics."""
     topic, letters_topic = topics
-    late = {
-        (int(m.headers["sluice.source.partition"]), int(m.headers["sluice.source.offset"]))
-        for m in state.read_topic(bootstrap, letters_topic)
-    }
-    source = state.read_topic(bootstrap, topic)
-    late_seqs = {json.loads(r.value)["seq"] for r in source if (r.partition, r.offset) in late}
+    late_seqs = state.dead_letter_seqs(bootstrap, topic, letters_topic)
     users: dict[tuple[str, datetime], set[str]] = defaultdict(set)
     views: dict[tuple[str, datetime], int] = defaultdict(int)
     for seq in range(count):

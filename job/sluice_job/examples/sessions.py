@@ -35,13 +35,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sluice_job import event_time, sessions, windows
-from sluice_job.examples.ui_events import clean
+from sluice_job import sessions, windows
+from sluice_job.examples.on_time import on_time
 from sluice_job.state import States
-from sluice_job.transform import REJECT_COLUMNS, TransformResult
+from sluice_job.transform import TransformResult
 
 STATE = "sessions"
-EVENT_TIME = "sluice_event_time"
 
 
 def transform(records: DataFrame, options: Mapping[str, Any], state: States) -> TransformResult:
@@ -53,19 +52,15 @@ def transform_v2(records: DataFrame, options: Mapping[str, Any], state: States) 
 
 
 def _sessions(records: DataFrame, state: States, *, pages: bool) -> TransformResult:
-    # As the unique-visitors example: late records are set apart by the event time in
-    # their JSON (they go to the dead-letter topic as read), the others cleaned.
-    ts = F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")
-    stamped = records.withColumn(EVENT_TIME, F.timestamp_millis(ts))
-    parts = event_time.split(stamped, EVENT_TIME, state)
-    cleaned = clean(parts.on_time.drop(EVENT_TIME))
+    # Late records apart as read (dead letters), the others cleaned: examples.on_time.
+    batch = on_time(records, state)
     values = [F.lit(1).cast("long").alias("events")]
     merge = {"events": windows.SUM}
     if pages:
         values.append(F.array(F.col("page")).alias("pages"))
         merge["pages"] = windows.UNION
-    events = cleaned.output.select("user_id", "event_time", *values)
-    closed = sessions.close(events, "event_time", state[STATE], parts.times, merge)
+    events = batch.events.select("user_id", "event_time", *values)
+    closed = sessions.close(events, "event_time", state[STATE], batch.times, merge)
     output = closed.final.select(
         "user_id",
         sessions.SESSION_START,
@@ -73,8 +68,6 @@ def _sessions(records: DataFrame, state: States, *, pages: bool) -> TransformRes
         "events",
         *([F.col("pages")] if pages else []),
     )
-    rejects = cleaned.rejects
-    if parts.late is not None:
-        late = parts.late
-        rejects = late if rejects is None else rejects.select(*REJECT_COLUMNS).unionByName(late)
-    return TransformResult(output, rejects, state={STATE: closed.state}, event_time=parts.times)
+    return TransformResult(
+        output, batch.rejects, state={STATE: closed.state}, event_time=batch.times
+    )

@@ -34,13 +34,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sluice_job import event_time, windows
-from sluice_job.examples.ui_events import clean
+from sluice_job import windows
+from sluice_job.examples.on_time import on_time
 from sluice_job.state import States
-from sluice_job.transform import REJECT_COLUMNS, TransformResult
+from sluice_job.transform import TransformResult
 
 STATE = "visitors"
-EVENT_TIME = "sluice_event_time"
 
 
 def transform(records: DataFrame, options: Mapping[str, Any], state: States) -> TransformResult:
@@ -52,13 +51,8 @@ def transform_v2(records: DataFrame, options: Mapping[str, Any], state: States) 
 
 
 def _visitors(records: DataFrame, state: States, *, views: bool) -> TransformResult:
-    # Set the late records apart first, by the event time in their JSON, so that they
-    # go to the dead-letter topic as they were read; the others are cleaned as the
-    # KPI example cleans them (malformed ones are rejects with their reason).
-    ts = F.get_json_object(F.col("value").cast("string"), "$.ts").cast("long")
-    stamped = records.withColumn(EVENT_TIME, F.timestamp_millis(ts))
-    parts = event_time.split(stamped, EVENT_TIME, state)
-    cleaned = clean(parts.on_time.drop(EVENT_TIME))
+    # Late records apart as read (dead letters), the others cleaned: examples.on_time.
+    batch = on_time(records, state)
     visitors = state[STATE]
     values = [F.collect_set("user_id").alias("users")]
     merge = {"users": windows.UNION}
@@ -66,19 +60,17 @@ def _visitors(records: DataFrame, state: States, *, views: bool) -> TransformRes
         values.append(F.sum(F.when(F.col("action") == "view", 1).otherwise(0)).alias("views"))
         merge["views"] = windows.SUM
     partial_rows = (
-        windows.assign(cleaned.output, "event_time", visitors)
+        windows.assign(batch.events, "event_time", visitors)
         .groupBy("page", "window_start")
         .agg(*values)
     )
-    closed = windows.close(partial_rows, visitors, parts.times, merge)
+    closed = windows.close(partial_rows, visitors, batch.times, merge)
     output = closed.final.select(
         "page",
         "window_start",
         F.size("users").alias("visitors"),
         *([F.col("views")] if views else []),
     )
-    rejects = cleaned.rejects
-    if parts.late is not None:
-        late = parts.late
-        rejects = late if rejects is None else rejects.select(*REJECT_COLUMNS).unionByName(late)
-    return TransformResult(output, rejects, state={STATE: closed.state}, event_time=parts.times)
+    return TransformResult(
+        output, batch.rejects, state={STATE: closed.state}, event_time=batch.times
+    )
