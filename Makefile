@@ -210,8 +210,10 @@ bench: provision
 	$(BIN)/python -m bench.state $(BENCH_STATE_ARGS)
 
 # What keyed state costs a batch: one backlog (20% re-sent) drained by the stateless
-# KPI example, the de-duplicating one (keyed state) and the unique-visitors one (a
-# window state), each output checked, medians of three runs in
+# KPI example, the de-duplicating one (keyed state), the unique-visitors one (a
+# window state) and Structured Streaming's own state store doing the same
+# (dropDuplicatesWithinWatermark, approx_count_distinct), each output checked,
+# medians of three runs in
 # bench/results/<stamp>-state.{json,md} (python -m bench.state -h).
 bench-state: provision
 	$(BIN)/sluice-dev up kafka cassandra

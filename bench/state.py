@@ -3,7 +3,7 @@ keyed state costs a batch, issue 41's first measure.
 
 Each run: one Kafka topic holding a backlog of ``--events`` sample events, a
 ``--resent`` share of them sent again (same id, later offsets) and one event far in
-the future (its watermark closes every window); three contenders drain it in turn,
+the future (its watermark closes every window); five contenders drain it in turn,
 each with its own checkpoint and sink table, batches of ``--per-partition`` records
 per partition:
 
@@ -105,6 +105,9 @@ def contenders() -> dict[str, dict[str, Any]]:
 
 STRUCTURED: Final = {"ss-dedup": "dedup", "ss-visitors": "visitors"}
 """Structured Streaming's contenders, and the Sluice contender each is checked as."""
+APPROXIMATE: Final = frozenset({"ss-visitors"})
+"""Contenders whose output is approximate by design (``approx_count_distinct``): their
+windows are checked and reported, and a miss does not fail the benchmark."""
 
 
 def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figures.Drain]:
@@ -328,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"results: {data}, {table}")
     print()
     print(text)
-    return 0 if all(r["exact_runs"] == r["runs"] for r in rows) else 1
+    exact = all(r["exact_runs"] == r["runs"] for r in rows if r["contender"] not in APPROXIMATE)
+    return 0 if exact else 1
 
 
 if __name__ == "__main__":
