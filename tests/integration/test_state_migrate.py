@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from sluice_api import cluster
+from sluice_job import checkpoint_schema
 from tests.support.driver import spec
 from tests.support.keyed_state import prepared
 
@@ -56,6 +58,13 @@ def test_rows_of_older_revisions_are_rewritten_in_place_through_migrate(
     tmp_path: Path, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
 ) -> None:
     prepared(cassandra, cassandra_contact, cassandra_keyspace, V1, owner=f"{NAMESPACE}/{PIPELINE}")
+    for statement in checkpoint_schema.statements(cassandra_keyspace):
+        cassandra.execute(statement)
+    key = cluster.checkpoint_key("tests", NAMESPACE, PIPELINE)
+    cassandra.execute(  # the last committed batch's version: 400
+        f"INSERT INTO {cassandra_keyspace}.checkpoints (pipeline, write_version) VALUES (%s, 400)",
+        (key,),
+    )
     table = f"{cassandra_keyspace}.durations"
     insert = (
         f"INSERT INTO {table} (page, sluice_version, duration, sluice_deleted, sluice_revision) "
@@ -65,11 +74,18 @@ def test_rows_of_older_revisions_are_rewritten_in_place_through_migrate(
     cassandra.execute(insert, ("/a", 200, 3, None, 2_000, 3_600))  # revision 1 before it was kept
     cassandra.execute(insert, ("/b", 200, None, 1, 2_000, 0))  # migrate drops it
     cassandra.execute(insert, ("/c", 300, 5_000, 2, 3_000, 0))  # already revision 2
+    cassandra.execute(insert, ("/c", 500, 6, 1, 5_000, 0))  # the batch in flight
 
     done = migrate(tmp_path, cassandra_contact, cassandra_keyspace, "durations")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
-    assert summary == {"state": "durations", "rows": 4, "rewritten": 3, "deleted": 1}
+    assert summary == {
+        "state": "durations",
+        "rows": 5,
+        "rewritten": 3,
+        "deleted": 1,
+        "in_flight": 1,
+    }
 
     rows = {
         (r.page, r.sluice_version): r
@@ -86,6 +102,7 @@ def test_rows_of_older_revisions_are_rewritten_in_place_through_migrate(
         ("/a", 200): (3_000, False, 2, 2_001),
         ("/b", 200): (None, True, 2, 2_001),
         ("/c", 300): (5_000, False, 2, 3_000),
+        ("/c", 500): (6, False, 1, 5_000),
     }
     assert 3_000 < rows[("/a", 200)].ttl <= 3_600, "the row keeps its remaining TTL"
     assert rows[("/a", 100)].ttl is None

@@ -5,16 +5,18 @@ Lookups migrate lazily: each read of a row an older revision wrote goes through 
 state's ``migrate`` function. This command does the same once, for the whole table,
 so that the functions can be retired and the table read with CQL in one meaning.
 
-Each row is rewritten **in place**: same key, same ``sluice_version``, its values as
-``migrate`` gives them (a row it gives ``None`` for becomes a deletion), the
-declaration's revision, its remaining TTL, and a write time one microsecond after
-the row's own. A lookup of any batch then reads exactly what it read before, through
-the function, so the command may run while the pipeline runs (with the new version
-deployed, and a pure ``migrate``): a row the pipeline writes or deletes meanwhile has
-a later write time than the row it supersedes, and the rewrite of that older row
-never resurrects it (a deletion's timestamp is past the rewrite's, as the driver's
-write versions are). Rows a newer revision wrote are refused, naming them: code older
-than the state cannot read them.
+Each row of a committed batch is rewritten **in place**: same key, same
+``sluice_version``, its values as ``migrate`` gives them (a row it gives ``None`` for
+becomes a deletion), the declaration's revision, its remaining TTL, and a write time
+one microsecond after the row's own. A lookup of any batch then reads exactly what
+it read before, through the function, so the command may run while the pipeline runs
+(with the new version deployed, and a pure ``migrate``): a row the pipeline writes or
+deletes meanwhile belongs to a later batch, whose write version is past the rewrite's
+(``write_order``), and the rewrite never resurrects it. Rows above the checkpoint's
+last committed batch version are left alone: the batch in flight, whose re-run by the
+next epoch writes its rows at exactly the original's write time plus one (a tie).
+Rows a newer revision wrote are refused, naming them: code older than the state
+cannot read them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Migrated:
     """Rows an older revision wrote, now in this revision's meaning."""
     deleted: int
     """Of those, the rows ``migrate`` gave ``None`` for: rewritten as deletions."""
+    in_flight: int = 0
+    """Rows of older revisions above the last committed batch, left alone."""
 
 
 def command(cfg: DriverConfig, name: str, env: Mapping[str, str]) -> Migrated:
@@ -78,13 +82,19 @@ def command(cfg: DriverConfig, name: str, env: Mapping[str, str]) -> Migrated:
         states = state_table.prepare(
             session, connection, declared, cfg.spec.transform.event_time, owner
         )
-        return migrate_table(session, states[name].target)
+        found = session.execute(
+            f'SELECT write_version FROM "{checkpoint.keyspace}".checkpoints WHERE pipeline = %s',
+            (cfg.checkpoint_key,),
+        ).one()
+        committed = int(found.write_version or 0) if found else 0
+        return migrate_table(session, states[name].target, committed)
     finally:
         cluster.shutdown()
 
 
-def migrate_table(session: Session, target: StateTarget) -> Migrated:
-    """Rewrite ``target``'s rows of older revisions (see the module's docstring)."""
+def migrate_table(session: Session, target: StateTarget, committed: int) -> Migrated:
+    """Rewrite ``target``'s rows of older revisions up to batch version ``committed``
+    (the checkpoint's last committed batch; see the module's docstring)."""
     schema = target.schema
     if not schema.migrate:
         raise StateRevisionError(
@@ -92,7 +102,7 @@ def migrate_table(session: Session, target: StateTarget) -> Migrated:
         )
     read = RowReader(target)
     insert = session.prepare(target.insert(list(schema.value_names)))
-    rows = rewritten = deleted = 0
+    rows = rewritten = deleted = in_flight = 0
     for page in _pages(session, target):
         requests: list[tuple[Any, tuple[Any, ...]]] = []
         for row in page:
@@ -100,6 +110,9 @@ def migrate_table(session: Session, target: StateTarget) -> Migrated:
             key = tuple(row[: len(schema.key_names)])
             version, values, gone, revision, written, ttl = _parts(row, len(key))
             if gone or int(revision or 1) == schema.revision:
+                continue
+            if version > committed:
+                in_flight += 1
                 continue
             state = read((*key, *values, gone, revision))
             rewritten += 1
@@ -113,7 +126,7 @@ def migrate_table(session: Session, target: StateTarget) -> Migrated:
             concurrency=target.connection.concurrency,
             raise_on_first_error=True,
         )
-    return Migrated(schema.name, rows, rewritten, deleted)
+    return Migrated(schema.name, rows, rewritten, deleted, in_flight)
 
 
 def _pages(session: Session, target: StateTarget) -> Iterator[list[Any]]:
