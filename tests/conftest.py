@@ -69,7 +69,8 @@ LONG: Final = {
         "de-duplication through a kill, a zombie and an upgrade: 102 s (the unique-visitors "
         "example's test makes the same faults, over windows)"
     ),
-    "tests/integration/test_example_sessions.py": (
+    "tests/integration/test_stateful_examples.py::"
+    "test_a_stateful_example_is_exact_through_a_kill_a_zombie_and_an_upgrade[sessions]": (
         "sessions through a kill, a zombie and an upgrade: 148 s (as above; "
         "tests/integration/test_sessions.py covers the sessions themselves)"
     ),

@@ -1,14 +1,14 @@
-"""A stateful pipeline on real nodes, driven by the operator: the unique-visitors
-example (``sluice_job.examples.unique_visitors``, issue 41 item 4) in the job image,
-through the loss of its driver's node (the kubelet stopped, its container a zombie
-that a driver of a new epoch fences) and a code upgrade made by patching the
-pipeline (v2's entrypoint and a state with one more column: the operator stops v1
-cleanly and starts v2). Every window's distinct users are exact at the end, and v2's
-views exact in the windows it saw whole.
+"""Stateful pipelines on real nodes, driven by the operator: the unique-visitors
+example (a window state) and the sessions example (a session state; issue 41 item
+4) in the job image, each through the loss of its driver's node (the kubelet
+stopped, its container a zombie that a driver of a new epoch fences) and a code
+upgrade made by patching the pipeline (v2's entrypoint and a state with one more
+column: the operator stops v1 cleanly and starts v2). Every window's distinct users
+(every session) are exact at the end, and v2's field exact where v2 saw the whole.
 
-What the driver-level test (``tests/integration/test_example_unique_visitors.py``)
-could not show: the state's fence and upgrade with the operator deciding, the
-drivers in containers of the job image on two workers. Needs ``SLUICE_NETNS=1``
+What the driver-level test (``tests/integration/test_stateful_examples.py``) could not
+show: the state's fence and upgrade with the operator deciding, the drivers in
+containers of the job image on two workers. Needs ``SLUICE_NETNS=1``
 (``make test-node``).
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from cassandra import InvalidRequest
 
-from sluice_dev.events import EventFactory
 from sluice_dev.paths import Layout
 from sluice_dev.produce import produce
 from sluice_dev.realnode import plan
@@ -28,17 +27,15 @@ from tests.support.fixtures import REAL_JOB_IMAGE
 from tests.support.node_loss import Run, lose_the_drivers_node
 from tests.support.operator import Pipeline
 from tests.support.real_images import PARTITIONS, RealPlace
-from tests.support.visitors import FLUSH, STATE_V1, STATE_V2, TABLE, assert_visitors_exact
+from tests.support.stateful_examples import EXAMPLES, HALF
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnode, pytest.mark.timeout(1800)]
 
-SEED = 20261203
-HALF = 3_000
-ENTRYPOINT = "sluice_job.examples.unique_visitors:"
 
-
-def test_unique_visitors_on_real_nodes_are_exact_through_a_lost_node_and_an_upgrade(
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_stateful_example_on_real_nodes_is_exact_through_a_lost_node_and_an_upgrade(
+    name: str,
     real_workers: tuple[plan.Worker, ...],
     real_place: RealPlace,
     kube_stack: Layout,
@@ -46,15 +43,16 @@ def test_unique_visitors_on_real_nodes_are_exact_through_a_lost_node_and_an_upgr
     cassandra: Any,
     kafka_topic: Any,
 ) -> None:
+    example = EXAMPLES[name]
     bootstrap, topic, keyspace = real_place.bootstrap, real_place.topic, real_place.keyspace
-    cassandra.execute(TABLE.format(keyspace=keyspace), timeout=60)
+    cassandra.execute(example.create.format(keyspace=keyspace), timeout=60)
     letters = kafka_topic(partitions=1)
-    factory = EventFactory(seed=SEED)
+    factory = example.factory(20261203)
     produce(bootstrap, topic, HALF // 2, factory=factory)
-    spec = real_place.spec(REAL_JOB_IMAGE, ENTRYPOINT + "transform", cap=150)
-    spec["sink"]["cassandra"]["table"] = "page_visitors"
-    spec["transform"]["eventTime"] = {"allowedLatenessSeconds": 5}
-    spec["transform"]["state"] = [STATE_V1]
+    spec = real_place.spec(REAL_JOB_IMAGE, example.module + "transform", cap=150)
+    spec["sink"]["cassandra"]["table"] = example.table
+    spec["transform"]["eventTime"] = {"allowedLatenessSeconds": example.lateness_seconds}
+    spec["transform"]["state"] = [example.v1]
     spec["deadLetter"] = {"kafka": {"topic": letters}}
     spec["failover"] = {"nodeLostSeconds": 5}
     pipeline.create(spec)
@@ -78,19 +76,17 @@ def test_unique_visitors_on_real_nodes_are_exact_through_a_lost_node_and_an_upgr
     )
 
     before = int(pipeline.status()["epoch"])
-    pipeline.patch_spec(
-        {"transform": {"entrypoint": ENTRYPOINT + "transform_v2", "state": [STATE_V2]}}
-    )
+    pipeline.patch_spec({"transform": example.upgrade})
     pipeline.wait_phase("Running", timeout=400, epoch=before + 1)
     produce(bootstrap, topic, HALF, start=HALF, factory=factory)
-    produce(bootstrap, topic, 1, start=FLUSH, factory=factory)
+    produce(bootstrap, topic, 1, start=example.flush, factory=factory)
     ends = state.end_offsets(bootstrap, topic, PARTITIONS)
     wait_for(
         lambda: state.committed(cassandra, keyspace, pipeline.checkpoint_key) == ends,
         timeout=600,
         what=f"v2 at the topic's end offsets {ends}",
     )
-    assert_visitors_exact(cassandra, keyspace, bootstrap, (topic, letters), factory, 2 * HALF)
+    example.exact(cassandra, keyspace, bootstrap, (topic, letters), factory, 2 * HALF)
     history = run.history()
     assert [b.batch_id for b in history] == list(range(1, len(history) + 1))
     assert {b.epoch for b in history} >= {1, before, before + 1}

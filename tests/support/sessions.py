@@ -1,10 +1,6 @@
-"""The sessions example (``sluice_job.examples.sessions``, issue 41 item 4) with the
-real driver: each user's sessions (events less than the gap apart in event time),
-each row written once when the watermark passes its last event plus the gap, exact
-through a driver killed between its writes and its commit, a driver frozen in a
-batch and fenced once its successor went on, and an upgrade to version 2, whose
-state and output add the session's distinct pages. Records behind the watermark are
-dead letters, and the oracle leaves them out."""
+"""The sessions example's tests (``sluice_job.examples.sessions``): its sink table,
+its state in versions 1 and 2, and the oracle that checks every session against
+those of its user's events (driver-level and on real nodes)."""
 
 from __future__ import annotations
 
@@ -12,17 +8,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
-
 from sluice_dev.events import EventFactory
-from sluice_dev.produce import produce
 from tests.support import expected, state
-from tests.support.driver import Driver, kill_zombie_then_upgrade, spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
-
-PARTITIONS = 4
-CAP = 150
 GAP_S = 600
 """Ten minutes: at one event a second over 500 users, a user's events are 500 s
 apart on average, so most users have several sessions in the test's 100 minutes."""
@@ -55,42 +43,25 @@ def sessions_of(events: list[tuple[datetime, str]]) -> list[tuple[datetime, date
     return found
 
 
-def test_sessions_are_exact_through_a_kill_a_zombie_and_an_upgrade(
-    kafka_bootstrap: str,
-    kafka_topic: Any,
-    cassandra_contact: str,
+def assert_sessions_exact(
     cassandra: Any,
-    cassandra_keyspace: str,
-    driver: Driver,
+    keyspace: str,
+    bootstrap: str,
+    topics: tuple[str, str],
+    factory: EventFactory,
+    count: int,
+    upgrade_seq: int | None = None,
 ) -> None:
-    cassandra.execute(TABLE.format(keyspace=cassandra_keyspace))
-    topic, letters_topic = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=1)
-    factory = EventFactory(seed=47, events_per_second=1)
-    produce(kafka_bootstrap, topic, 3_000, factory=factory)
-    v1 = spec(
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        contact=cassandra_contact,
-        keyspace=cassandra_keyspace,
-        table="user_sessions",
-        entrypoint="sluice_job.examples.sessions:transform",
-        cap=CAP,
-        deadLetter={"kafka": {"topic": letters_topic}},
-    )
-    v1["transform"]["eventTime"] = {"allowedLatenessSeconds": LATENESS_S}
-    v1["transform"]["state"] = [STATE_V1]
-
-    def second_half() -> None:
-        produce(kafka_bootstrap, topic, 3_000, start=3_000, factory=factory)
-        produce(kafka_bootstrap, topic, 1, start=FLUSH, factory=factory)
-
-    v2 = {"entrypoint": "sluice_job.examples.sessions:transform_v2", "state": [STATE_V2]}
-    faults = (kafka_bootstrap, topic, PARTITIONS)
-    kill_zombie_then_upgrade(driver, v1, v2, cassandra, cassandra_keyspace, faults, second_half)
-
-    late_seqs = state.dead_letter_seqs(kafka_bootstrap, topic, letters_topic)
+    """Every session of ``user_sessions`` is one of those events ``0 .. count - 1``
+    (but the dead-lettered, late ones) make, with its last event and event count,
+    and every such session is there; those that start at or after event
+    ``upgrade_seq`` (default: half of ``count``), which version 2 saw whole, hold
+    exactly their pages, the others none or only some. ``topics``: the source and
+    dead-letter topics."""
+    topic, letters_topic = topics
+    late_seqs = state.dead_letter_seqs(bootstrap, topic, letters_topic)
     by_user: dict[str, list[tuple[datetime, str]]] = defaultdict(list)
-    for seq in range(6_000):
+    for seq in range(count):
         if seq not in late_seqs:
             _, _, page, _, user, at = expected.event_row(factory, seq)
             by_user[user].append((at, page))
@@ -101,11 +72,11 @@ def test_sessions_are_exact_through_a_kill_a_zombie_and_an_upgrade(
     }
     written = {
         (r.user_id, r.session_start): (r.session_end, r.events, r.pages)
-        for r in cassandra.execute(f"SELECT * FROM {cassandra_keyspace}.user_sessions")
+        for r in cassandra.execute(f"SELECT * FROM {keyspace}.user_sessions")
     }
     print(f"sessions written: {len(written)}; late records: {len(late_seqs)}")
     assert {k: v[:2] for k, v in written.items()} == {k: v[:2] for k, v in want.items()}
-    upgrade_at = expected.event_row(factory, 3_000)[5]
+    upgrade_at = expected.event_row(factory, upgrade_seq or count // 2)[5]
     whole = 0
     for session, (_, _, pages) in written.items():
         true_pages = want[session][2]
