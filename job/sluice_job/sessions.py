@@ -47,6 +47,8 @@ SESSION_START: Final = "session_start"
 SESSION_END: Final = "session_end"
 """A final session's last event time: it closed ``gapSeconds`` after it."""
 _GROUP: Final = "sluice_session"
+_STORED: Final = "sluice_stored"
+"""Whether a session (or one it was joined from) was stored: its key had a row."""
 
 
 def close(
@@ -77,6 +79,7 @@ def close(
         *key,
         F.col(time).cast("timestamp").alias(SESSION_START),
         F.col(time).cast("timestamp").alias(SESSION_END),
+        F.lit(False).alias(_STORED),
         *(
             (F.col(v) if v in events.columns else F.lit(None)).cast(types[v]).alias(v)
             for v in values
@@ -89,24 +92,28 @@ def close(
         "sluice_final", F.coalesce(expiry <= F.col(WATERMARK), F.lit(False))
     )
     final = parted.where(F.col("sluice_final")).select(*key, SESSION_START, SESSION_END, *values)
-    still_open = parted.where(~F.col("sluice_final"))
-    open_rows = still_open.groupBy(*key).agg(
-        F.map_from_entries(F.collect_list(F.struct(SESSION_START, SESSION_END))).alias(
-            SESSIONS_COLUMN
-        ),
-        *(_by_session(v).alias(v) for v in values),
+    still_open = ~F.col("sluice_final")
+    # One aggregation per key, so that the lookup runs once in the state's write job.
+    per_key = parted.groupBy(*key).agg(
+        F.map_from_entries(
+            F.collect_list(F.when(still_open, F.struct(SESSION_START, SESSION_END)))
+        ).alias(SESSIONS_COLUMN),
+        *(_by_session(v, still_open).alias(v) for v in values),
+        F.max(_STORED).alias(_STORED),
     )
-    emptied = stored_rows.select(*key).join(open_rows.select(*key), key, "left_anti")
-    new_state = open_rows.withColumn(DELETED_COLUMN, F.lit(False)).unionByName(
-        emptied.withColumn(DELETED_COLUMN, F.lit(True)), allowMissingColumns=True
+    emptied = F.size(F.col(SESSIONS_COLUMN)) == 0
+    new_state = per_key.where(~emptied | F.col(_STORED)).select(
+        *key,
+        *(F.when(~emptied, F.col(c)).alias(c) for c in (SESSIONS_COLUMN, *values)),
+        emptied.alias(DELETED_COLUMN),
     )
     return Closed(final, new_state)
 
 
-def _by_session(value: str) -> Column:
+def _by_session(value: str, still_open: Column) -> Column:
     """A key's ``value`` per open session start, leaving out sessions without one."""
-    parts = F.collect_list(F.struct(SESSION_START, value))
-    return F.map_from_entries(F.filter(parts, lambda part: part[value].isNotNull()))
+    present = still_open & F.col(value).isNotNull()
+    return F.map_from_entries(F.collect_list(F.when(present, F.struct(SESSION_START, value))))
 
 
 def _session(state: KeyedState) -> Session:
@@ -136,6 +143,7 @@ def _stored_sessions(rows: DataFrame, key: list[str], values: list[str]) -> Data
         *key,
         SESSION_START,
         SESSION_END,
+        F.lit(True).alias(_STORED),
         *(F.element_at(F.col(v), F.col(SESSION_START)).alias(v) for v in values),
     )
 
@@ -163,6 +171,7 @@ def _sessionize(
     return numbered.groupBy(*key, _GROUP).agg(
         F.min(SESSION_START).alias(SESSION_START),
         F.max(SESSION_END).alias(SESSION_END),
+        F.max(_STORED).alias(_STORED),
         *(_combined(v, types[v], merge.get(v, LAST)).alias(v) for v in values),
     )
 
