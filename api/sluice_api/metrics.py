@@ -27,6 +27,12 @@ OFFSET_RESET_FROM: Final = "sluice_offset_reset_from"
 OFFSET_RESET_TO: Final = "sluice_offset_reset_to"
 """The committed offset and the offset reading resumed at, of a partition's last reset."""
 BATCH_PHASE_SECONDS: Final = "sluice_batch_phase_seconds"
+STATE_SECONDS: Final = "sluice_state_seconds"
+"""Per committed batch of a stateful transform, the seconds its requests to the
+states' tables took, summed over its tasks; labelled ``request`` (read, write)."""
+STATE_KEYS: Final = "sluice_state_keys"
+"""Keys the committed batches read from and wrote to their states' tables; labelled
+``request``."""
 BATCH_SECONDS: Final = "sluice_batch_seconds"
 CONSUMER_LAG: Final = "sluice_consumer_lag"
 LAST_COMMIT_TIMESTAMP: Final = "sluice_last_commit_timestamp_seconds"
@@ -80,6 +86,8 @@ DRIVER: Final = (
     OFFSET_RESET_FROM,
     OFFSET_RESET_TO,
     BATCH_PHASE_SECONDS,
+    STATE_SECONDS,
+    STATE_KEYS,
     BATCH_SECONDS,
     CONSUMER_LAG,
     LAST_COMMIT_TIMESTAMP,

@@ -82,6 +82,20 @@ def log_fields(done: Committed, *, epoch: int, recovered: bool) -> dict[str, Any
         "commit_lwt_s": round(done.commit_lwt_seconds, 4),
         "plan_s": round(done.plan_seconds, 4),
         "batch_s": round(done.batch_seconds, 4),
+        **_state_fields(times),
+    }
+
+
+def _state_fields(times: PhaseTimes | None) -> dict[str, Any]:
+    """A stateful batch's state requests (``state.tally``): task-seconds and keys."""
+    io = times.state if times is not None else None
+    if io is None:
+        return {}
+    return {
+        "state_read_s": round(io.read_seconds, 4),
+        "state_keys_read": io.keys_read,
+        "state_write_s": round(io.write_seconds, 4),
+        "state_keys_written": io.keys_written,
     }
 
 

@@ -61,6 +61,7 @@ from sluice_job.checkpoint import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
 from sluice_job.state import States
+from sluice_job.state import tally as state_tally
 from sluice_job.state import write as state_write
 from sluice_job.transform import TransformFn
 from sluice_job.write_order import write_version
@@ -157,6 +158,8 @@ class SparkExecutor:
     _state_writer: ThreadPoolExecutor = field(
         init=False, default_factory=lambda: ThreadPoolExecutor(2, "sluice-state")
     )
+    _tally: state_tally.Tally | None = field(init=False, default=None)
+    """The states' requests of every batch so far, added by the tasks (``state.tally``)."""
 
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
         failpoints.phase("read", batch.batch_id)
@@ -164,7 +167,9 @@ class SparkExecutor:
         records = self.records.frame(batch)
         read = clock.lap()
         before = self.watermark()
-        states = None if self.states is None else self.states.at(batch.version, before)
+        tally = None if self.states is None else self._counted(records)
+        io_before = None if tally is None else tally.value
+        states = None if self.states is None else self.states.at(batch.version, before, tally)
         result = transform.apply(self.transform, records, self.options, states)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
@@ -204,6 +209,7 @@ class SparkExecutor:
         newest, late = clock_job.result() if clock_job is not None else (None, 0)
         gathered = counted.result() if counted is not None else Gathered(0, 0)
         wrote = clock.lap()
+        io = None if tally is None or io_before is None else tally.value - io_before
         if rejects is not None:
             self._dead_letter(rejects, gathered, batch)
         dead_lettered = clock.lap()
@@ -221,7 +227,14 @@ class SparkExecutor:
                 else None
             ),
             records_late=late,
+            state=io,
         )
+
+    def _counted(self, records: DataFrame) -> state_tally.Tally:
+        """The executor's tally of state requests, made on the first batch's context."""
+        if self._tally is None:
+            self._tally = state_tally.tally(records.sparkSession.sparkContext)
+        return self._tally
 
     def _to_send(self, batch: Batch) -> bool:
         """Whether this attempt at ``batch`` sends its letters (none durable yet, none

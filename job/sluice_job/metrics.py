@@ -89,6 +89,18 @@ PHASE_SECONDS = Histogram(
     ("pipeline", "phase"),
     buckets=SECONDS_BUCKETS,
 )
+STATE_SECONDS = Histogram(
+    names.STATE_SECONDS,
+    "Seconds a committed batch's requests to its states' tables took, summed over its "
+    "tasks: read (lookups, the versions a write replaces, the open-windows index), write.",
+    ("pipeline", "request"),
+    buckets=SECONDS_BUCKETS,
+)
+STATE_KEYS = Counter(
+    names.STATE_KEYS,
+    "Keys committed batches read from and wrote to their states' tables.",
+    ("pipeline", "request"),
+)
 BATCH_SECONDS = Histogram(
     names.BATCH_SECONDS,
     "Seconds of committed batches, from their start to their commit.",
@@ -261,6 +273,12 @@ class PrometheusObserver:
         self._phase(Phase.TRANSFORM, times.transform)
         self._phase(Phase.DEAD_LETTER, times.dead_letter)
         self._phase(Phase.WRITE, times.write)
+        if times.state is not None:
+            io = times.state
+            STATE_SECONDS.labels(self.pipeline, "read").observe(io.read_seconds)
+            STATE_SECONDS.labels(self.pipeline, "write").observe(io.write_seconds)
+            STATE_KEYS.labels(self.pipeline, "read").inc(io.keys_read)
+            STATE_KEYS.labels(self.pipeline, "write").inc(io.keys_written)
 
     def failed(self, *, fenced: bool) -> None:
         BATCH_FAILURES.labels(self.pipeline).inc()

@@ -18,6 +18,7 @@ from typing import Protocol
 from sluice_job.checkpoint import Batch, Checkpoint
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
+from sluice_job.state_io import StateIO
 
 
 class Store(Protocol):
@@ -55,6 +56,9 @@ class PhaseTimes:
     ``None``: the pipeline declares no event time, or the batch left it."""
     records_late: int = 0
     """Records behind the watermark (``spec.transform.eventTime``)."""
+    state: StateIO | None = None
+    """What the batch's requests to its states' tables took (``state.tally``);
+    ``None``: the transform declares no state."""
 
 
 def with_watermark(batch: Batch, times: PhaseTimes | None) -> Batch:

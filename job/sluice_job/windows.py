@@ -190,7 +190,7 @@ def closing_keys(clock: DataFrame, state: KeyedState) -> DataFrame:
             T.StructField(WINDOW_KEY, T.StringType()),
         ]
     )
-    found = span.mapInArrow(partial(open_windows_arrow, state.target), found_schema)
+    found = span.mapInArrow(partial(open_windows_arrow, state.target, state.tally), found_schema)
     rest = schema.spark_types(schema.window_key)
     parsed = found.select("window_start", F.from_json(F.col(WINDOW_KEY), rest).alias("k"))
     keys = [F.col(f"k.{n}").alias(n) for n in schema.window_key]

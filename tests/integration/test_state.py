@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from sluice_api.event_time import EventTime, LateRecords
 from sluice_job import event_time, transform
 from sluice_job.state import DELETED, States, StateShapeError
+from sluice_job.state import tally as state_tally
 from sluice_job.state import write as state_write
 from sluice_job.state.schema import StateSchemaError
 from sluice_job.transform import NondeterministicTransformError, TransformResult
@@ -70,11 +71,12 @@ def run_batch(
     *,
     epoch: int = 1,
     function: transform.TransformFn = running_totals,
+    tally: state_tally.Tally | None = None,
 ) -> list[tuple[str, int]]:
     """One batch as the executor runs it: the transform at the batch's version, its
     output collected and its new state written; returns the output, sorted."""
     records = spark.createDataFrame(events, "page string, action string")
-    batch = states.at(version)
+    batch = states.at(version, tally=tally)
     result = transform.apply(function, records, {}, batch)
     output = sorted((r["page"], r["views"]) for r in result.output.collect())
     for name, rows in result.state.items():
@@ -116,6 +118,25 @@ def test_a_running_total_is_exact_and_readable_with_cql(
         f"SELECT TTL(views) AS ttl FROM {cassandra_keyspace}.page_totals WHERE page = '/a' LIMIT 1"
     ).one()
     assert 86_000 < ttl.ttl <= 86_400, "the state's TTL"
+
+
+def test_a_batchs_state_requests_are_counted_by_the_tasks_that_make_them(
+    spark_session: SparkSession, cassandra: Any, cassandra_contact: str, cassandra_keyspace: str
+) -> None:
+    """What the batch's log line and ``sluice_state_seconds`` report: keys read and
+    written, and the seconds the requests took, summed by the Spark tasks."""
+    states = declare(cassandra, cassandra_contact, cassandra_keyspace, TOTALS)
+    tally = state_tally.tally(spark_session.sparkContext)
+    run_batch(spark_session, states, 100, views("/a /a /b /c"), tally=tally)
+    first = tally.value
+    # three pages: looked up by the output's job and again by the state's (the lookup
+    # is part of both plans), their versions read once more by the write; written once
+    assert (first.keys_read, first.keys_written) == (9, 3)
+    assert first.read_seconds > 0
+    assert first.write_seconds > 0
+    run_batch(spark_session, states, 200, views("/a /d"), tally=tally)
+    second = tally.value - first
+    assert (second.keys_read, second.keys_written) == (6, 2)
 
 
 def test_a_batch_run_again_reads_the_state_from_before_it(

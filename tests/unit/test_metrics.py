@@ -11,11 +11,13 @@ import uuid
 import pytest
 from prometheus_client import REGISTRY
 
+from sluice_job.batch import log_fields
 from sluice_job.checkpoint import Batch
 from sluice_job.metrics import Endpoint, PrometheusObserver
 from sluice_job.offsets import OffsetRange, TopicPartition, Watermarks
 from sluice_job.planner import Skip
 from sluice_job.ports import Committed, PhaseTimes
+from sluice_job.state_io import StateIO
 
 pytestmark = pytest.mark.unit
 TP0, TP1 = TopicPartition("ui-events", 0), TopicPartition("ui-events", 1)
@@ -56,6 +58,30 @@ def test_a_commit_counts_the_batch_its_records_and_each_phase(
         labels = {"pipeline": pipeline, "phase": phase}
         assert value("sluice_batch_phase_seconds_count", **labels) == 1
         assert value("sluice_batch_phase_seconds_sum", **labels) == pytest.approx(seconds)
+
+
+def test_a_stateful_commit_reports_its_state_requests_in_metrics_and_its_log_line(
+    observer: PrometheusObserver,
+) -> None:
+    batch = Batch(3, (OffsetRange(TP0, 0, 50),), {TP0: 50})
+    io = StateIO(read_seconds=0.25, keys_read=80, write_seconds=0.5, keys_written=40)
+    done = Committed(batch, PhaseTimes(0.1, 0.1, 1.0, 50, state=io), 0.01, 1.5)
+    observer.committed(done)
+    pipeline = observer.pipeline
+    for request, seconds, keys in [("read", 0.25, 80), ("write", 0.5, 40)]:
+        labels = {"pipeline": pipeline, "request": request}
+        assert value("sluice_state_seconds_count", **labels) == 1
+        assert value("sluice_state_seconds_sum", **labels) == pytest.approx(seconds)
+        assert value("sluice_state_keys_total", **labels) == keys
+    fields = log_fields(done, epoch=1, recovered=False)
+    assert {k: v for k, v in fields.items() if k.startswith("state_")} == {
+        "state_read_s": 0.25,
+        "state_keys_read": 80,
+        "state_write_s": 0.5,
+        "state_keys_written": 40,
+    }
+    stateless = Committed(batch, PhaseTimes(0.1, 0.1, 1.0, 50), 0.01, 1.5)
+    assert not [k for k in log_fields(stateless, epoch=1, recovered=False) if "state" in k]
 
 
 def test_lag_is_the_high_watermark_minus_the_committed_position(

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ from sluice_job.state.schema import (
     StateSchema,
     StateSchemaError,
 )
+from sluice_job.state.tally import Tally, add
+from sluice_job.state_io import StateIO
 
 ROWS_READ: Final = 3
 """Rows a read takes per key, newest first: a row of this batch's earlier attempt, the
@@ -167,10 +170,11 @@ def _statement(session: Session, target: StateTarget, query: str) -> PreparedSta
 
 
 def lookup_arrow(
-    target: StateTarget, version: int, batches: Iterable[pa.RecordBatch]
+    target: StateTarget, version: int, tally: Tally | None, batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function of a lookup: the partition's keys (the key columns)
-    in, the state of those that have one out (key and value columns)."""
+    in, the state of those that have one out (key and value columns); the requests'
+    seconds and keys added to ``tally``."""
     schema = target.schema
     session = _session(target.connection)
     statement = _statement(session, target, target.select())
@@ -182,9 +186,11 @@ def lookup_arrow(
     arrow = schema.arrow_schema()
     names = arrow.names
     read = RowReader(target)
+    seconds, count = 0.0, 0
     for chunk in _chunks(keys):
         requests = [(statement, tuple(key)) for key in chunk]
         found = []
+        began = time.perf_counter()
         for result in execute_concurrent(
             session,
             requests,
@@ -197,6 +203,8 @@ def lookup_arrow(
             state = None if row is None else read(row[:-1])
             if state is not None:
                 found.append(state)
+        seconds += time.perf_counter() - began
+        count += len(chunk)
         if found:
             columns = list(zip(*found, strict=True))
             yield pa.RecordBatch.from_arrays(
@@ -206,6 +214,7 @@ def lookup_arrow(
                 ],
                 names=names,
             )
+    add(tally, StateIO(read_seconds=seconds, keys_read=count))
 
 
 def write_arrow(
@@ -213,12 +222,14 @@ def write_arrow(
     columns: Sequence[str],
     version: int,
     write_version: int,
+    tally: Tally | None,
     batches: Iterable[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function of a state write: the partition's new states in (key
     columns, the value ``columns`` the transform gave and, if it gave it,
-    ``sluice_deleted``), the count of keys written out. The partition holds every row
-    of its keys (the frame is partitioned by key), so a key given twice is found."""
+    ``sluice_deleted``), the count of keys written out; the requests' seconds and keys
+    added to ``tally``. The partition holds every row of its keys (the frame is
+    partitioned by key), so a key given twice is found."""
     schema = target.schema
     session = _session(target.connection)
     values = [c for c in columns if c in schema.value_names]
@@ -236,7 +247,7 @@ def write_arrow(
     delete = _statement(session, target, target.delete_older())
     width = len(schema.key_names)
     seen: set[tuple[Any, ...]] = set()
-    written = 0
+    written, io = 0, StateIO()
     states = with_uuids(
         (row for batch in batches for row in rows(batch, names)), names, target.uuids
     )
@@ -249,7 +260,9 @@ def write_arrow(
                     "one batch; give each key of the batch one (aggregate its records first)"
                 )
             seen.add(key)
+        began = time.perf_counter()
         previous = _latest_versions(session, target, latest, chunk, width, version)
+        read = time.perf_counter()
         requests: list[tuple[Any, Any]] = []
         for row, before in zip(chunk, previous, strict=True):
             state = list(row[: width + len(values)])
@@ -278,6 +291,8 @@ def write_arrow(
             session, requests, concurrency=target.connection.concurrency, raise_on_first_error=True
         )
         written += len(chunk)
+        io += StateIO(read - began, len(chunk), time.perf_counter() - read, len(chunk))
+    add(tally, io)
     yield pa.RecordBatch.from_pydict({"written": pa.array([written], pa.int64())})
 
 
@@ -290,23 +305,27 @@ WINDOW_AT: Final = "sluice_window_at"
 
 
 def open_windows_arrow(
-    target: StateTarget, batches: Iterable[pa.RecordBatch]
+    target: StateTarget, tally: Tally | None, batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow``'s function that reads the open-windows index: rows of (bucket,
     after, until) in (``after`` and ``until`` in ms, ``after`` null for none), the
-    windows that start in ``(after, until]`` out, as (start, key JSON)."""
+    windows that start in ``(after, until]`` out, as (start, key JSON); the reads'
+    seconds added to ``tally``."""
     session = _session(target.connection)
     statement = _statement(session, target, target.open_windows())
     schema = target.schema
+    seconds = 0.0
     for batch in batches:
         for bucket, after, until in rows(batch, ("bucket", "after", "until")):
             if until is None:
                 continue
             low = _time(after) if after is not None else dt.datetime(1, 1, 1, tzinfo=dt.UTC)
             high = _time(until)
+            began = time.perf_counter()
             found = list(
                 session.execute(statement, (schema.owner, schema.name, int(bucket), low, high))
             )
+            seconds += time.perf_counter() - began
             if found:
                 yield pa.RecordBatch.from_arrays(
                     [
@@ -318,6 +337,7 @@ def open_windows_arrow(
                     ],
                     names=["window_start", WINDOW_KEY],
                 )
+    add(tally, StateIO(read_seconds=seconds))
 
 
 def forget_windows(target: StateTarget, until_ms: int, write_version: int) -> None:

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from sluice_api.event_time import EventTime
 from sluice_api.state import DELETED_COLUMN
 from sluice_job.state.access import StateTarget, lookup_arrow
+from sluice_job.state.tally import Tally
 
 LATEST: Final = 2**62
 """A version past every batch's: a lookup at it reads each key's newest row, which
@@ -49,6 +50,9 @@ class KeyedState:
     """The event-time watermark the batches before this one committed."""
     lateness_seconds: int = 0
     """``spec.transform.eventTime.allowedLatenessSeconds``."""
+    tally: Tally | None = None
+    """Where the tasks add what their requests took (``state.tally``); ``None``: not
+    counted."""
 
     @property
     def name(self) -> str:
@@ -83,7 +87,7 @@ class KeyedState:
         if self.stored is not None:
             columns = [*self.key, *self.columns]
             return typed.join(self.conform(self.stored).select(*columns), list(self.key))
-        read = partial(lookup_arrow, self.target, self.version)
+        read = partial(lookup_arrow, self.target, self.version, self.tally)
         return typed.mapInArrow(read, schema.spark_schema())
 
     def conform(self, rows: DataFrame) -> DataFrame:
@@ -124,6 +128,8 @@ class States(Mapping[str, KeyedState]):
     """Milliseconds since the epoch; ``None``: no event time seen yet (nothing is late)."""
     stored: Mapping[str, DataFrame] | None = None
     """Per state, rows to look up instead of its table (``sluice_job.testing``)."""
+    tally: Tally | None = None
+    """Where the batch's state requests are counted (``state.tally``)."""
 
     @property
     def watermark(self) -> dt.datetime | None:
@@ -139,7 +145,9 @@ class States(Mapping[str, KeyedState]):
                 if self.stored is not None and rows is None:
                     raise KeyError(f"no stored rows given for state {name!r}")
                 lateness = self.event_time.allowed_lateness_seconds if self.event_time else 0
-                return KeyedState(target, self.version, rows, self.watermark_ms, lateness)
+                return KeyedState(
+                    target, self.version, rows, self.watermark_ms, lateness, self.tally
+                )
         raise KeyError(f"no state named {name!r}: spec.transform.state declares {list(self.names)}")
 
     def __iter__(self) -> Iterator[str]:
@@ -152,7 +160,9 @@ class States(Mapping[str, KeyedState]):
     def names(self) -> Sequence[str]:
         return [t.schema.name for t in self.targets]
 
-    def at(self, version: int, watermark_ms: int | None = None) -> States:
+    def at(
+        self, version: int, watermark_ms: int | None = None, tally: Tally | None = None
+    ) -> States:
         """The same states, as the batch of ``version`` reads them, with the watermark
-        committed before it."""
-        return replace(self, version=version, watermark_ms=watermark_ms)
+        committed before it, its requests counted in ``tally``."""
+        return replace(self, version=version, watermark_ms=watermark_ms, tally=tally)

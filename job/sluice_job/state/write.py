@@ -38,7 +38,9 @@ def write(state: KeyedState, rows: DataFrame, write_version: int) -> int:
     if schema.indexed:
         rows = with_window_key(rows, schema.window_key).withColumn(WINDOW_AT, _index_time(state))
     by_key = rows.repartition(*(F.col(k) for k in state.key))
-    task = partial(write_arrow, state.target, rows.columns, state.version, write_version)
+    task = partial(
+        write_arrow, state.target, rows.columns, state.version, write_version, state.tally
+    )
     total = by_key.mapInArrow(task, WRITTEN_SCHEMA).agg(F.sum("written")).head()
     if schema.indexed and state.watermark_ms is not None:
         forget_windows(state.target, schema.closed_before(state.watermark_ms), write_version)
