@@ -1,15 +1,18 @@
 """Stateful pipelines on real nodes, driven by the operator: the unique-visitors
-example (a window state) and the sessions example (a session state; issue 41 item
-4) in the job image, each through the loss of its driver's node (the kubelet
-stopped, its container a zombie that a driver of a new epoch fences) and a code
-upgrade made by patching the pipeline (v2's entrypoint and a state with one more
-column: the operator stops v1 cleanly and starts v2). Every window's distinct users
-(every session) are exact at the end, and v2's field exact where v2 saw the whole.
+example (a window state), the sessions example (a session state; issue 41 item 4)
+and the de-duplication example (a keyed state of the ids counted, its events re-sent
+before and after the upgrade) in the job image, each through the loss of its
+driver's node (the kubelet stopped, its container a zombie that a driver of a new
+epoch fences) and a code upgrade made by patching the pipeline (v2's entrypoint and
+a state with one more column: the operator stops v1 cleanly and starts v2). Every
+window's distinct users (every session, every distinct event's KPIs, counted once)
+are exact at the end, and v2's field exact where v2 saw the whole (set on the ids v2
+counted first, null on v1's).
 
-What the driver-level test (``tests/integration/test_stateful_examples.py``) could not
-show: the state's fence and upgrade with the operator deciding, the drivers in
-containers of the job image on two workers. Needs ``SLUICE_NETNS=1``
-(``make test-node``).
+What the driver-level tests (``tests/integration/test_stateful_examples.py``,
+``tests/integration/test_example_dedup.py``) could not show: the state's fence and
+upgrade with the operator deciding, the drivers in containers of the job image on
+two workers. Needs ``SLUICE_NETNS=1`` (``make test-node``).
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ def test_a_stateful_example_on_real_nodes_is_exact_through_a_lost_node_and_an_up
     produce(bootstrap, topic, HALF // 2, factory=factory)
     spec = real_place.spec(REAL_JOB_IMAGE, example.module + "transform", cap=150)
     spec["sink"]["cassandra"]["table"] = example.table
-    spec["transform"]["eventTime"] = {"allowedLatenessSeconds": example.lateness_seconds}
+    if example.options:
+        spec["transform"]["options"] = dict(example.options)
+    if example.lateness_seconds is not None:
+        spec["transform"]["eventTime"] = {"allowedLatenessSeconds": example.lateness_seconds}
     spec["transform"]["state"] = [example.v1]
     spec["deadLetter"] = {"kafka": {"topic": letters}}
     spec["failover"] = {"nodeLostSeconds": 5}
@@ -64,8 +70,13 @@ def test_a_stateful_example_on_real_nodes_is_exact_through_a_lost_node_and_an_up
         ignoring=(InvalidRequest,),
     )
 
+    def resend(phase: int) -> None:
+        for seqs in example.resent[phase]:
+            produce(bootstrap, topic, len(seqs), start=seqs.start, factory=factory)
+
     def rest_of_v1() -> None:
         produce(bootstrap, topic, HALF - HALF // 2, start=HALF // 2, factory=factory)
+        resend(0)
 
     lose_the_drivers_node(pipeline, real_workers, kube_stack, run, rest_of_v1)
     ends = state.end_offsets(bootstrap, topic, PARTITIONS)
@@ -79,7 +90,9 @@ def test_a_stateful_example_on_real_nodes_is_exact_through_a_lost_node_and_an_up
     pipeline.patch_spec({"transform": example.upgrade})
     pipeline.wait_phase("Running", timeout=400, epoch=before + 1)
     produce(bootstrap, topic, HALF, start=HALF, factory=factory)
-    produce(bootstrap, topic, 1, start=example.flush, factory=factory)
+    resend(1)
+    if example.flush is not None:
+        produce(bootstrap, topic, 1, start=example.flush, factory=factory)
     ends = state.end_offsets(bootstrap, topic, PARTITIONS)
     wait_for(
         lambda: state.committed(cassandra, keyspace, pipeline.checkpoint_key) == ends,
