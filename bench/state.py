@@ -17,6 +17,10 @@ per partition:
   state store (``dropDuplicatesWithinWatermark``, ``approx_count_distinct`` per
   window), batches of the same size (:mod:`bench.structured_state`).
 
+Then the live half (:mod:`bench.state_steady`, ``--skip-live`` to leave it out):
+each Sluice contender fed ``--rate`` (5,000) events/s with a 1 s trigger, its
+batches' time and state reads per batch, and whether it kept up.
+
 Each contender's output is checked: the KPI sums count every record (re-sent ones
 twice), the de-duplicated sums each event once, and each window's visitors are its
 distinct users. Figures come from the drivers' ``batch`` log events, the first batch
@@ -41,7 +45,7 @@ from typing import Any, Final
 from cassandra.cluster import Session
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import fixtures
+from bench import fixtures, state_steady
 from bench import state_figures as figures
 from bench.files import write
 from bench.processes import Child, JsonLines, start_driver
@@ -74,6 +78,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-partition", type=int, default=1_250)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--skip-live", action="store_true", help="the backlog half only")
+    state_steady.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -127,8 +133,7 @@ def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figure
             for name, contender in [*contenders().items(), *((n, {}) for n in STRUCTURED)]:
                 keyspace = f"bench_state_{run}_{name.replace('-', '_')}"
                 fixtures.create_keyspace(session, keyspace, [])
-                session.execute(KPI_TABLE.format(ks=keyspace), timeout=120)
-                session.execute(VISITORS_TABLE.format(ks=keyspace), timeout=120)
+                sink_tables(session, keyspace)
                 try:
                     if name in STRUCTURED:
                         events = structured(layout, args, topic, keyspace, STRUCTURED[name])
@@ -145,6 +150,22 @@ def one_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figure
     return found
 
 
+def sink_tables(session: Session, keyspace: str) -> None:
+    """The contenders' sink tables in ``keyspace``."""
+    session.execute(KPI_TABLE.format(ks=keyspace), timeout=120)
+    session.execute(VISITORS_TABLE.format(ks=keyspace), timeout=120)
+
+
+def live_run(layout: Layout, args: argparse.Namespace, index: int) -> list[figures.Steady]:
+    """Each Sluice contender fed ``args.rate`` events/s (``bench.state_steady``)."""
+    found = []
+    for name, contender in contenders().items():
+        fed = state_steady.live(layout, args, name, contender, driver_spec, sink_tables, index)
+        say(f"live run {index + 1}: {json.dumps(fed.to_json())}")
+        found.append(fed)
+    return found
+
+
 def drive(
     layout: Layout,
     args: argparse.Namespace,
@@ -154,27 +175,7 @@ def drive(
     contender: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
     """A driver drains ``topic`` with ``contender``'s transform; returns its log events."""
-    spec = {
-        "image": "bench/local",
-        "source": {
-            "kafka": {
-                "bootstrapServers": fixtures.BOOTSTRAP,
-                "topics": [topic],
-                "maxRecordsPerPartition": args.per_partition,
-            }
-        },
-        "transform": contender["transform"],
-        "sink": {
-            "cassandra": {
-                "contactPoints": [fixtures.CONTACT],
-                "keyspace": keyspace,
-                "table": contender.get("table", "page_kpis"),
-            }
-        },
-        "checkpoint": {"cassandra": {"contactPoints": [fixtures.CONTACT], "keyspace": keyspace}},
-        "trigger": {"intervalSeconds": 0},
-        "spark": {"driver": {"cores": 2, "memory": "2g"}},
-    }
+    spec = driver_spec(topic, keyspace, contender, per_partition=args.per_partition, trigger=0)
     child = start_driver(
         spec,
         pipeline,
@@ -197,6 +198,39 @@ def drive(
     finally:
         child.kill()
     return events + lines.read_new()
+
+
+def driver_spec(
+    topic: str,
+    keyspace: str,
+    contender: Mapping[str, Any],
+    *,
+    per_partition: int,
+    trigger: float,
+) -> dict[str, Any]:
+    """The pipeline spec of a Sluice contender reading ``topic``, its sink and
+    checkpoint in ``keyspace``."""
+    return {
+        "image": "bench/local",
+        "source": {
+            "kafka": {
+                "bootstrapServers": fixtures.BOOTSTRAP,
+                "topics": [topic],
+                "maxRecordsPerPartition": per_partition,
+            }
+        },
+        "transform": contender["transform"],
+        "sink": {
+            "cassandra": {
+                "contactPoints": [fixtures.CONTACT],
+                "keyspace": keyspace,
+                "table": contender.get("table", "page_kpis"),
+            }
+        },
+        "checkpoint": {"cassandra": {"contactPoints": [fixtures.CONTACT], "keyspace": keyspace}},
+        "trigger": {"intervalSeconds": trigger},
+        "spark": {"driver": {"cores": 2, "memory": "2g"}},
+    }
 
 
 def structured(
@@ -316,16 +350,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     layout = Layout.from_env()
     fixtures.ensure_stack(layout, say)
     runs = [one_run(layout, args, index) for index in range(args.runs)]
-    rows = figures.summary(runs)
+    lives = [] if args.skip_live else [live_run(layout, args, i) for i in range(args.runs)]
+    rows, live_rows = figures.summary(runs), figures.steady_summary(lives)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     records = int(args.events * (1 + args.resent)) + 1
-    text = figures.markdown(rows, records, args.per_partition * PARTITIONS)
+    text = figures.markdown(rows, records, args.per_partition * PARTITIONS, live_rows)
     doc = {
         "stamp": f"{stamp}-state",
         "settings": {**vars(args), "results": str(args.results)},
         "load_average_at_end": os.getloadavg(),
         "summary": rows,
+        "live_summary": live_rows,
         "runs": [[d.to_json() for d in run] for run in runs],
+        "live_runs": [[f.to_json() for f in run] for run in lives],
     }
     data, table = write(doc, text, args.results)
     say(f"results: {data}, {table}")
