@@ -63,6 +63,7 @@ from sluice_job.ports import PhaseTimes
 from sluice_job.state import States
 from sluice_job.state import tally as state_tally
 from sluice_job.state import write as state_write
+from sluice_job.state.handle import Kept
 from sluice_job.transform import TransformFn
 from sluice_job.write_order import write_version
 
@@ -162,6 +163,13 @@ class SparkExecutor:
     """The states' requests of every batch so far, added by the tasks (``state.tally``)."""
 
     def execute(self, batch: Batch, epoch: int) -> PhaseTimes:
+        kept = Kept()  # the batch's lookups, one evaluation each for all its jobs
+        try:
+            return self._execute(batch, epoch, kept)
+        finally:
+            kept.release()
+
+    def _execute(self, batch: Batch, epoch: int, kept: Kept) -> PhaseTimes:
         failpoints.phase("read", batch.batch_id)
         clock = Stopwatch()
         records = self.records.frame(batch)
@@ -169,7 +177,7 @@ class SparkExecutor:
         before = self.watermark()
         tally = None if self.states is None else self._counted(records)
         io_before = None if tally is None else tally.value
-        states = None if self.states is None else self.states.at(batch.version, before, tally)
+        states = None if self.states is None else self.states.at(batch.version, before, tally, kept)
         result = transform.apply(self.transform, records, self.options, states)
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)

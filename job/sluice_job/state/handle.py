@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Final
 
@@ -30,6 +30,27 @@ from sluice_job.state.tally import Tally
 LATEST: Final = 2**62
 """A version past every batch's: a lookup at it reads each key's newest row, which
 is what a standby's warm-up reads (it writes nothing)."""
+
+
+@dataclass
+class Kept:
+    """A batch's lookups, kept (``persist``) so that the batch's Spark jobs share one
+    evaluation of each: the sink's write and a state's write both hold the lookup in
+    their plans, and would otherwise read every key twice (and could read two
+    different answers, were a newer driver writing between them). Let go of after the
+    batch (:meth:`release`)."""
+
+    frames: list[DataFrame] = field(default_factory=list)
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        kept = frame.persist()
+        self.frames.append(kept)
+        return kept
+
+    def release(self) -> None:
+        for frame in self.frames:
+            frame.unpersist(blocking=False)
+        self.frames.clear()
 
 
 class StateShapeError(ValueError):
@@ -53,6 +74,9 @@ class KeyedState:
     tally: Tally | None = None
     """Where the tasks add what their requests took (``state.tally``); ``None``: not
     counted."""
+    kept: Kept | None = None
+    """Where the batch keeps its lookups; ``None``: each lookup is evaluated by every
+    job that holds it (a standby's warm-up, which writes nothing)."""
 
     @property
     def name(self) -> str:
@@ -88,7 +112,8 @@ class KeyedState:
             columns = [*self.key, *self.columns]
             return typed.join(self.conform(self.stored).select(*columns), list(self.key))
         read = partial(lookup_arrow, self.target, self.version, self.tally)
-        return typed.mapInArrow(read, schema.spark_schema())
+        found = typed.mapInArrow(read, schema.spark_schema())
+        return found if self.kept is None else self.kept.keep(found)
 
     def conform(self, rows: DataFrame) -> DataFrame:
         """``rows`` as the state's write takes them: key columns, the declared value
@@ -130,6 +155,8 @@ class States(Mapping[str, KeyedState]):
     """Per state, rows to look up instead of its table (``sluice_job.testing``)."""
     tally: Tally | None = None
     """Where the batch's state requests are counted (``state.tally``)."""
+    kept: Kept | None = None
+    """Where the batch keeps its lookups (:class:`Kept`)."""
 
     @property
     def watermark(self) -> dt.datetime | None:
@@ -146,7 +173,7 @@ class States(Mapping[str, KeyedState]):
                     raise KeyError(f"no stored rows given for state {name!r}")
                 lateness = self.event_time.allowed_lateness_seconds if self.event_time else 0
                 return KeyedState(
-                    target, self.version, rows, self.watermark_ms, lateness, self.tally
+                    target, self.version, rows, self.watermark_ms, lateness, self.tally, self.kept
                 )
         raise KeyError(f"no state named {name!r}: spec.transform.state declares {list(self.names)}")
 
@@ -161,8 +188,13 @@ class States(Mapping[str, KeyedState]):
         return [t.schema.name for t in self.targets]
 
     def at(
-        self, version: int, watermark_ms: int | None = None, tally: Tally | None = None
+        self,
+        version: int,
+        watermark_ms: int | None = None,
+        tally: Tally | None = None,
+        kept: Kept | None = None,
     ) -> States:
         """The same states, as the batch of ``version`` reads them, with the watermark
-        committed before it, its requests counted in ``tally``."""
-        return replace(self, version=version, watermark_ms=watermark_ms, tally=tally)
+        committed before it, its requests counted in ``tally`` and its lookups kept in
+        ``kept``."""
+        return replace(self, version=version, watermark_ms=watermark_ms, tally=tally, kept=kept)
