@@ -103,6 +103,42 @@ def page_totals(records: DataFrame, options: Mapping[str, Any], state: Any) -> T
     return TransformResult(result.output, result.rejects, {"totals": new})
 
 
+PAGE_TIME_V1: dict[str, Any] = {
+    "name": "durations",
+    "table": "page_time",
+    "key": [{"name": "page", "type": "text"}],
+    "columns": [{"name": "duration", "type": "bigint"}],
+}
+"""``spec.transform.state`` of :func:`page_seconds`: each page's time, in seconds."""
+PAGE_TIME_V2 = {**PAGE_TIME_V1, "revision": 2, "migrate": "tests.support.transforms:seconds_to_ms"}
+"""Of :func:`page_milliseconds`: the same time in milliseconds, v1's rows migrated."""
+
+
+def page_seconds(records: DataFrame, options: Mapping[str, Any], state: Any) -> TransformResult:
+    """The tagged events, and each page's time on it as keyed state (``durations``):
+    one second per event, added to the stored time."""
+    return _page_time(records, options, state, unit=1)
+
+
+def page_milliseconds(
+    records: DataFrame, options: Mapping[str, Any], state: Any
+) -> TransformResult:
+    """Version 2 of :func:`page_seconds`: its state in milliseconds (revision 2)."""
+    return _page_time(records, options, state, unit=1_000)
+
+
+def _page_time(
+    records: DataFrame, options: Mapping[str, Any], state: Any, *, unit: int
+) -> TransformResult:
+    result = tagged(records, options)
+    touched = result.output.groupBy("page").agg((F.count(F.lit(1)) * unit).alias("n"))
+    stored = state["durations"].lookup(touched)
+    new = touched.join(stored, "page", "left").select(
+        "page", (F.coalesce(F.col("duration"), F.lit(0)) + F.col("n")).alias("duration")
+    )
+    return TransformResult(result.output, result.rejects, {"durations": new})
+
+
 def seconds_to_ms(row: dict[str, Any], revision: int) -> dict[str, Any] | None:
     """A state's ``migrate``: revision 1 kept ``duration`` in seconds, revision 2 in
     milliseconds; a row with no duration is dropped (no state)."""
