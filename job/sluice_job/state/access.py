@@ -69,6 +69,12 @@ state before it, and one more (the row before that, which the write deletes)."""
 CHUNK: Final = 2_000
 """Keys read (or written) per round of concurrent requests, and rows per Arrow batch
 a lookup yields."""
+KEYS_PER_READ: Final = 100
+"""Keys one read asks for (``IN``, ``PER PARTITION LIMIT``) when the key is one column
+of a type that reads back equal to what was bound (:data:`GROUPED_TYPES`)."""
+GROUPED_TYPES: Final = frozenset(
+    {"text", "ascii", "varchar", "int", "bigint", "smallint", "tinyint", "uuid", "timeuuid"}
+)
 
 
 Row = TypeVar("Row", bound=Sequence[Any])
@@ -105,6 +111,27 @@ class StateTarget:
     def select_version(self) -> str:
         return (
             f'SELECT "{VERSION_COLUMN}" FROM {self._table()} WHERE {self._key()} LIMIT {ROWS_READ}'
+        )
+
+    @property
+    def grouped(self) -> bool:
+        """Whether reads ask for many keys at once (:data:`KEYS_PER_READ`)."""
+        key = self.schema.key
+        return len(key) == 1 and key[0][1] in GROUPED_TYPES
+
+    def select_many(self, *, versions: bool) -> str:
+        """A read of many keys' newest rows (a grouped target's): the key column first,
+        then what :meth:`select` (or, with ``versions``, :meth:`select_version`) reads."""
+        (key,) = self.schema.key_names
+        names = ", ".join(f'"{n}"' for n in (key, *([] if versions else self.schema.value_names)))
+        rest = (
+            f'"{VERSION_COLUMN}"'
+            if versions
+            else (f'"{DELETED_COLUMN}", "{REVISION_COLUMN}", "{VERSION_COLUMN}"')
+        )
+        return (
+            f"SELECT {names}, {rest} FROM {self._table()} "
+            f'WHERE "{key}" IN ? PER PARTITION LIMIT {ROWS_READ}'
         )
 
     def insert(self, values: Sequence[str]) -> str:
@@ -188,17 +215,9 @@ def lookup_arrow(
     read = RowReader(target)
     seconds, count = 0.0, 0
     for chunk in _chunks(keys):
-        requests = [(statement, tuple(key)) for key in chunk]
         found = []
         began = time.perf_counter()
-        for result in execute_concurrent(
-            session,
-            requests,
-            concurrency=target.connection.concurrency,
-            raise_on_first_error=True,
-            results_generator=True,
-        ):
-            newest = list(result.result_or_exc) if result.success else []
+        for newest in newest_rows(session, target, statement, chunk, versions=False):
             row = below(schema.name, newest, version, lambda r: int(r[-1]))
             state = None if row is None else read(row[:-1])
             if state is not None:
@@ -371,17 +390,48 @@ def _latest_versions(
     version: int,
 ) -> list[int | None]:
     """Each key's newest version below ``version`` (``None``: it has none)."""
-    results = execute_concurrent(
-        session,
-        [(statement, tuple(row[:width])) for row in chunk],
-        concurrency=target.connection.concurrency,
-        raise_on_first_error=True,
-    )
+    keys = [row[:width] for row in chunk]
     found: list[int | None] = []
-    for result in results:
-        row = below(target.schema.name, list(result.result_or_exc), version, lambda r: int(r[0]))
+    for newest in newest_rows(session, target, statement, keys, versions=True):
+        row = below(target.schema.name, newest, version, lambda r: int(r[0]))
         found.append(None if row is None else int(row[0]))
     return found
+
+
+def newest_rows(
+    session: Session,
+    target: StateTarget,
+    statement: PreparedStatement,
+    keys: Sequence[Sequence[Any]],
+    *,
+    versions: bool,
+) -> list[list[Sequence[Any]]]:
+    """Per key of ``keys``, in order, its newest rows (up to :data:`ROWS_READ`, newest
+    first) as ``statement`` reads them (:meth:`StateTarget.select`, or with
+    ``versions`` :meth:`StateTarget.select_version`): one request per key, or, for a
+    grouped target, one per :data:`KEYS_PER_READ` keys (the rows then come with the
+    key first, and leave without it)."""
+    concurrency = target.connection.concurrency
+    if not target.grouped:
+        results = execute_concurrent(
+            session,
+            [(statement, tuple(key)) for key in keys],
+            concurrency=concurrency,
+            raise_on_first_error=True,
+        )
+        return [list(result.result_or_exc) for result in results]
+    many = _statement(session, target, target.select_many(versions=versions))
+    groups = [keys[i : i + KEYS_PER_READ] for i in range(0, len(keys), KEYS_PER_READ)]
+    by_key: dict[Any, list[Sequence[Any]]] = {}
+    for result in execute_concurrent(
+        session,
+        [(many, ([key[0] for key in group],)) for group in groups],
+        concurrency=concurrency,
+        raise_on_first_error=True,
+    ):
+        for row in result.result_or_exc:
+            by_key.setdefault(row[0], []).append(tuple(row[1:]) if versions else tuple(row))
+    return [by_key.get(key[0], []) for key in keys]
 
 
 def below(
