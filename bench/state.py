@@ -79,6 +79,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--skip-live", action="store_true", help="the backlog half only")
+    parser.add_argument("--live-only", action="store_true", help="the live half only")
     state_steady.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -349,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     layout = Layout.from_env()
     fixtures.ensure_stack(layout, say)
-    runs = [one_run(layout, args, index) for index in range(args.runs)]
+    runs = [] if args.live_only else [one_run(layout, args, i) for i in range(args.runs)]
     lives = [] if args.skip_live else [live_run(layout, args, i) for i in range(args.runs)]
     rows, live_rows = figures.summary(runs), figures.steady_summary(lives)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

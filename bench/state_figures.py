@@ -171,6 +171,8 @@ def summary(runs: Sequence[Sequence[Drain]]) -> list[dict[str, Any]]:
     for run in runs:
         for drained in run:
             by_name.setdefault(drained.contender, []).append(drained)
+    if not by_name:  # the live half only
+        return []
     baseline = statistics.median(d.records_per_s for d in next(iter(by_name.values())))
     rows = []
     for name, found in by_name.items():
