@@ -39,13 +39,23 @@ def kill_in(run: DriverRun, phase: str, delay: float, first_batch: int) -> None:
     assert run.wait(60) == -signal.SIGKILL
 
 
+def newest(cassandra: Any, keyspace: str, table: str, column: str) -> dict[str, int]:
+    """Each page's newest row of state ``table``: its ``column``."""
+    found: dict[str, tuple[int, int]] = {}
+    query = f"SELECT page, sluice_version, {column} FROM {keyspace}.{table}"
+    for row in cassandra.execute(query):
+        if row.page not in found or row.sluice_version > found[row.page][0]:
+            found[row.page] = (row.sluice_version, getattr(row, column))
+    return {page: value for page, (_, value) in found.items()}
+
+
 def totals(cassandra: Any, keyspace: str) -> dict[str, int]:
-    """Each page's newest state row: its total."""
-    newest: dict[str, tuple[int, int]] = {}
-    for row in cassandra.execute(f"SELECT page, sluice_version, views FROM {keyspace}.page_totals"):
-        if row.page not in newest or row.sluice_version > newest[row.page][0]:
-            newest[row.page] = (row.sluice_version, row.views)
-    return {page: views for page, (_, views) in newest.items()}
+    return newest(cassandra, keyspace, "page_totals", "views")
+
+
+def newest_durations(cassandra: Any, keyspace: str) -> dict[str, int]:
+    """Each page's time, as the revision of its newest row keeps it."""
+    return newest(cassandra, keyspace, "page_time", "duration")
 
 
 def test_page_totals_are_exact_through_kills_between_state_and_commit(
@@ -83,17 +93,6 @@ def test_page_totals_are_exact_through_kills_between_state_and_commit(
     per_page = collections.Counter(row.page for row in rows.values())
     assert totals(cassandra, events_table) == dict(per_page)
     assert sum(per_page.values()) == RECORDS
-
-
-def newest_durations(cassandra: Any, keyspace: str) -> dict[str, int]:
-    """Each page's newest ``page_time`` row: its time, as its revision keeps it."""
-    newest: dict[str, tuple[int, int]] = {}
-    for row in cassandra.execute(
-        f"SELECT page, sluice_version, duration FROM {keyspace}.page_time"
-    ):
-        if row.page not in newest or row.sluice_version > newest[row.page][0]:
-            newest[row.page] = (row.sluice_version, row.duration)
-    return {page: duration for page, (_, duration) in newest.items()}
 
 
 def test_a_warm_handover_to_a_state_that_changes_meaning_warms_up_on_it_migrated(
