@@ -144,20 +144,22 @@ def steady_summary(runs: Sequence[Sequence[Steady]]) -> list[dict[str, Any]]:
     rows = []
     for name, found in by_name.items():
         row: dict[str, Any] = {"contender": name}
-        for figure in (
-            "rate",
-            "committed_per_s",
-            "batch_p50_s",
-            "batch_p99_s",
-            "state_read_p50_s",
-            "state_read_p99_s",
-            "keys_read_p50",
-            "state_write_p50_s",
-            "behind_s",
-        ):
-            values = [getattr(f, figure) for f in found]
-            known = [v for v in values if v is not None]
-            row[figure] = round(statistics.median(known), 3) if known else None
+        row.update(
+            _medians(
+                found,
+                (
+                    "rate",
+                    "committed_per_s",
+                    "batch_p50_s",
+                    "batch_p99_s",
+                    "state_read_p50_s",
+                    "state_read_p99_s",
+                    "keys_read_p50",
+                    "state_write_p50_s",
+                    "behind_s",
+                ),
+            )
+        )
         row["sustained_runs"] = sum(f.sustained for f in found)
         row["runs"] = len(found)
         rows.append(row)
@@ -185,7 +187,7 @@ def summary(runs: Sequence[Sequence[Drain]]) -> list[dict[str, Any]]:
                 "batch_p50_s": round(statistics.median(d.batch_p50_s for d in found), 3),
                 "batch_p99_s": round(statistics.median(d.batch_p99_s for d in found), 3),
                 "write_p50_s": round(statistics.median(d.write_p50_s for d in found), 3),
-                **_state_medians(found),
+                **_medians(found, ("state_read_p50_s", "state_read_p99_s", "keys_read_p50")),
                 "exact_runs": sum(d.exact for d in found),
                 "runs": len(found),
             }
@@ -193,9 +195,11 @@ def summary(runs: Sequence[Sequence[Drain]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _state_medians(found: Sequence[Drain]) -> dict[str, float | None]:
+def _medians(found: Sequence[Drain | Steady], names: Sequence[str]) -> dict[str, float | None]:
+    """Per figure of ``names``, its median over ``found``, rounded; ``None`` figures
+    are left out, and a figure that is ``None`` in every run stays ``None``."""
     figures = {}
-    for name in ("state_read_p50_s", "state_read_p99_s", "keys_read_p50"):
+    for name in names:
         known = [v for v in (getattr(d, name) for d in found) if v is not None]
         figures[name] = round(statistics.median(known), 3) if known else None
     return figures
