@@ -161,20 +161,33 @@ class Driver:
                 run.wait(30)
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants."""
-    total, todo = 0, [pid]
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it. Children are read from every thread of a
+    process: Linux lists a child under the thread that forked it, and the driver
+    launches Spark's JVM from a thread of its own (``sluice_job.spark.Launch``)."""
+    found, todo = [], [pid]
     while todo:
         current = todo.pop()
+        found.append(current)
+        for children in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in children.read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    total = 0
+    for process in descendants(pid):
         try:
-            status = Path(f"/proc/{current}/status").read_text()
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+            status = Path(f"/proc/{process}/status").read_text()
         except OSError:
             continue
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) * 1024
-        todo.extend(int(c) for c in children)
     return total
 
 
