@@ -89,16 +89,20 @@ class TracingSession:
         return result
 
 
-def _spin(until: float) -> None:
+def _spin(until: float, niceness: int) -> None:
+    os.nice(niceness)
     while time.time() < until:
         pass
 
 
 @contextmanager
-def busy(processes: int, seconds: float) -> Iterator[None]:
-    """``processes`` processes spinning on the CPU for at most ``seconds``."""
+def busy(processes: int, seconds: float, niceness: int = 0) -> Iterator[None]:
+    """``processes`` processes spinning on the CPU for at most ``seconds``, at
+    ``niceness`` (0: the priority of the store's client and of the node)."""
     until = time.time() + seconds
-    spinners = [multiprocessing.Process(target=_spin, args=(until,)) for _ in range(processes)]
+    spinners = [
+        multiprocessing.Process(target=_spin, args=(until, niceness)) for _ in range(processes)
+    ]
     for spinner in spinners:
         spinner.start()
     try:
@@ -194,12 +198,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--busy", type=int, default=2, help="spinning processes of the second condition"
     )
+    parser.add_argument(
+        "--busy-nice",
+        type=int,
+        default=10,
+        help="a third condition: the spinners at this niceness, as the driver runs Spark "
+        "(0: no third condition)",
+    )
     args = parser.parse_args(argv)
     print(report("as the machine is", commits(args.contact, args.batches)))
     if args.busy:
         with busy(args.busy, seconds=600):
             samples = commits(args.contact, args.batches)
         print(report(f"beside {args.busy} spinning processes", samples))
+    if args.busy and args.busy_nice:
+        with busy(args.busy, seconds=600, niceness=args.busy_nice):
+            samples = commits(args.contact, args.batches)
+        print(report(f"beside {args.busy} spinning processes at nice {args.busy_nice}", samples))
     return 0
 
 

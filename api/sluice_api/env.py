@@ -54,6 +54,10 @@ refuses an ``envFrom`` source with the key before the pod is created
 (``sluice_operator.envfrom``)."""
 SPARK_MASTER: Final = "SLUICE_SPARK_MASTER"
 SPARK_CONF: Final = "SLUICE_SPARK_CONF"
+SPARK_NICENESS: Final = "SLUICE_SPARK_NICENESS"
+"""The niceness of the driver's Spark JVM and everything it starts (``sluice_job.spark``,
+default 10; 0 runs them at the driver's own priority). Not set by the operator: the
+benchmark's switch to measure the driver without it."""
 """JSON object of Spark settings the operator decides (executors on Kubernetes)."""
 SPARK_AUTH_SECRET: Final = "SLUICE_SPARK_AUTH_SECRET"
 """Spark's RPC secret (driver and executors, with executors only), a secretKeyRef to the

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -22,6 +22,10 @@ from sluice_api import env as names
 from sluice_api.spec import PipelineSpec
 from sluice_api.validation import describe
 
+NICENESS: Final = 10
+"""The niceness of the driver's Spark JVM unless ``SLUICE_SPARK_NICENESS`` says
+otherwise (0: the driver's own priority); why in ``sluice_job.spark``."""
+MAX_NICENESS: Final = 19
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -54,6 +58,8 @@ class DriverConfig:
     warm, claim only when the operator promotes it (``hot_standby``)."""
     control_port: int | None = None
     """Where a standby takes its promotion (``SLUICE_CONTROL_PORT``)."""
+    spark_niceness: int = NICENESS
+    """The niceness Spark's JVM starts at (``SLUICE_SPARK_NICENESS``, ``sluice_job.spark``)."""
 
     @property
     def pipeline_id(self) -> str:
@@ -99,6 +105,7 @@ def load(env: Mapping[str, str], config_file: Path | None = None) -> DriverConfi
         standby=env.get(names.STANDBY, "") in ("1", names.STANDBY_HOT),
         hot=hot,
         control_port=_optional_port(env, names.CONTROL_PORT),
+        spark_niceness=_niceness(env),
     )
 
 
@@ -165,6 +172,15 @@ def _integer(env: Mapping[str, str], key: str, minimum: int) -> int:
     if number < minimum:
         raise ConfigError(f"{key}={number} must be >= {minimum}")
     return number
+
+
+def _niceness(env: Mapping[str, str]) -> int:
+    if not env.get(names.SPARK_NICENESS):
+        return NICENESS
+    value = _integer(env, names.SPARK_NICENESS, minimum=0)
+    if value > MAX_NICENESS:
+        raise ConfigError(f"{names.SPARK_NICENESS}={value} must be <= {MAX_NICENESS}")
+    return value
 
 
 def _optional_port(env: Mapping[str, str], key: str) -> int | None:

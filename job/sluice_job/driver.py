@@ -154,7 +154,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
     # publisher): "epoll_wait error: Bad file descriptor", then JAVA_GATEWAY_EXITED.
     # It starts on a thread of its own while the checkpoint store is reached (no gRPC).
     began = time.monotonic()
-    launch = spark.Launch(session_conf)
+    launch = spark.Launch(session_conf, nice=cfg.spark_niceness)
     try:
         # A dependency that is away at start-up is waited for, as during a batch: a
         # driver that exited instead would cost a new epoch per attempt.

@@ -27,6 +27,14 @@ and the operator's Kubernetes settings are applied after it.
   and after 600,000 records a batch of 12,000 still cost 0.82 CPU-seconds against
   1.08 (docs/tuning.md).
 
+* The JVM runs at niceness 10 (``SLUICE_SPARK_NICENESS``), with its tasks' threads and
+  Python workers, while the driver's own threads (planning, the checkpoint's
+  lightweight transactions, the control port) keep the container's priority. Spark's
+  work is throughput, the commit is latency: on a driver whose cores are busy with
+  tasks, the commit's threads otherwise wait for a core after every round trip (the
+  commit's tail in docs/tuning.md). Raising niceness needs no capability; a node's
+  CPU quota for the container still applies to all its threads alike.
+
 Caching is decided per batch in ``execute`` (input and rejects only). The Kafka
 connector jars come from ``SLUICE_SPARK_JARS`` (comma-separated paths), the master
 from ``SLUICE_SPARK_MASTER`` (default ``local[<driver cores>]``), and
@@ -190,6 +198,17 @@ def ui_env(env: Mapping[str, str]) -> dict[str, str]:
     return {"SPARK_LOCAL_IP": LOOPBACK}
 
 
+def lower_own_thread(value: int) -> None:
+    """Raise the niceness of the calling thread alone to ``value`` (Linux keeps one per
+    thread, and a process inherits its forking thread's): the JVM that thread then
+    launches runs, with every thread and process it starts, below the driver's other
+    threads. Raising niceness needs no privilege; it cannot be undone, so only a
+    thread of its own calls this. A thread already at least that nice is left so."""
+    thread = threading.get_native_id()
+    if value > os.getpriority(os.PRIO_PROCESS, thread):
+        os.setpriority(os.PRIO_PROCESS, thread, value)
+
+
 def session(conf: Mapping[str, str]) -> SparkSession:
     # PySpark picks the worker interpreter from the environment, not from the conf.
     os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
@@ -265,7 +284,7 @@ class Launch:
     and its schema check (round trips): a driver replacing a failed one claims
     sooner. The JVM is still launched before any gRPC client exists (``driver``)."""
 
-    def __init__(self, conf: Mapping[str, str]) -> None:
+    def __init__(self, conf: Mapping[str, str], nice: int = 0) -> None:
         self._future: Future[SparkSession] = Future()
         self.seconds: float | None = None
         """How long the session took to start, once it has."""
@@ -273,6 +292,7 @@ class Launch:
 
         def start() -> None:
             try:
+                lower_own_thread(nice)
                 started = _with_or_without_archive(conf)
             except BaseException as err:  # raised to the driver by ``session()``
                 self._future.set_exception(err)

@@ -129,6 +129,14 @@ def test_invalid_spec_exits_2_naming_the_field(
     assert message["reason"] == "InvalidConfig"
 
 
+OK_ENV = {
+    "SLUICE_CONFIG": json.dumps(VALID),
+    "SLUICE_PIPELINE": "p",
+    "SLUICE_CLUSTER_ID": "c",
+    "SLUICE_EPOCH": "1",
+}
+
+
 @pytest.mark.parametrize(
     ("env", "named"),
     [
@@ -153,6 +161,11 @@ def test_invalid_spec_exits_2_naming_the_field(
             },
             "SLUICE_CLUSTER_ID='eu/west' is not a cluster id",
         ),
+        (
+            {**OK_ENV, "SLUICE_SPARK_NICENESS": "low"},
+            "SLUICE_SPARK_NICENESS='low' is not an integer",
+        ),
+        ({**OK_ENV, "SLUICE_SPARK_NICENESS": "20"}, "SLUICE_SPARK_NICENESS=20 must be <= 19"),
     ],
     ids=[
         "no config",
@@ -162,6 +175,8 @@ def test_invalid_spec_exits_2_naming_the_field(
         "no pipeline name",
         "no cluster id",
         "cluster id with a slash",
+        "niceness not a number",
+        "niceness above 19",
     ],
 )
 def test_invalid_environment_exits_2_naming_the_variable(
@@ -170,6 +185,16 @@ def test_invalid_environment_exits_2_naming_the_variable(
     code, stderr, message = run_driver(tmp_path, env)
     assert code == 2, stderr[-2000:]
     assert named in message["message"]
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, 10), ("0", 0), ("19", 19)])
+def test_spark_runs_at_niceness_10_unless_the_environment_says_otherwise(
+    value: str | None, expected: int
+) -> None:
+    from sluice_job import config as driver_config
+
+    env = OK_ENV if value is None else {**OK_ENV, "SLUICE_SPARK_NICENESS": value}
+    assert driver_config.load(env).spark_niceness == expected
 
 
 def test_options_from_secrets_join_the_options_and_a_missing_one_names_the_field() -> None:

@@ -4,6 +4,10 @@ overrides, in that order of precedence (later wins)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -12,7 +16,7 @@ from pydantic import ValidationError
 from sluice_api.spark_conf import SPARK_CONF_KEYS, SPARK_CONF_PREFIXES
 from sluice_api.spec import PipelineSpec
 from sluice_dev.paths import REPO_ROOT
-from sluice_job.spark import spark_conf, ui_env, without_class_archive
+from sluice_job.spark import lower_own_thread, spark_conf, ui_env, without_class_archive
 
 pytestmark = pytest.mark.unit
 
@@ -245,3 +249,28 @@ def test_a_jvm_that_did_not_start_with_the_archive_starts_again_without_only_tha
     alone = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/a.jsa"}
     assert without_class_archive(alone) == {}
     assert without_class_archive({"spark.master": "local[1]"}) == {"spark.master": "local[1]"}
+
+
+def test_a_thread_made_nicer_launches_nicer_processes_and_leaves_the_others() -> None:
+    """What ``Launch`` relies on: niceness is per thread on Linux and a process
+    inherits its forking thread's, so the JVM is nicer than the driver's main thread."""
+    launched: dict[str, int] = {}
+
+    def launch() -> None:
+        lower_own_thread(7)
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        launched["child"] = int(child.stdout)
+        lower_own_thread(3)  # never lowers what it raised
+        launched["after"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=launch)
+    thread.start()
+    thread.join()
+    assert launched == {"child": max(before, 7), "after": max(before, 7)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
