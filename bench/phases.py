@@ -16,6 +16,15 @@ difference between two steps is what the added stage costs:
 * ``rejects``: the rejects' count alone, the job the driver runs beside the write;
 * ``write+rejects``: both at once, as the driver runs them.
 
+What a batch could shed (the levers of a low-latency batch), each against ``write``:
+
+* ``job``: a Spark job that does nothing (one row counted), the floor of any job;
+* ``write-unranked``: the write without the one-row-per-key shuffle (the output
+  without its source position);
+* ``write-coalesced``: the write with the read in one task per core instead of one
+  per Kafka partition;
+* ``write-lean``: both.
+
 Every step runs ``--repeats`` times (median shown, all runs listed) on a fresh read,
 alternating between the first and the second half of each partition so that neither
 Spark nor Kafka answers from a cache of the run before; the second half ends at the
@@ -68,6 +77,8 @@ from sluice_job.watermarks import WatermarkReader
 TABLE: Final = "phases"
 KEY: Final = ("event_id",)
 GROUP: Final = "sluice.bench.phases"
+CORES: Final = 2
+"""The session's task slots (``local[2]``, a 2-core driver)."""
 Step = Callable[[DataFrame], int]
 
 
@@ -116,6 +127,15 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
         found = transform(frame, {}).rejects
         return found.count() if found is not None else 0
 
+    def unranked(frame: DataFrame) -> int:
+        return sink.write(transform(frame, {}).output.drop(keys.POSITION), 1)
+
+    def coalesced(frame: DataFrame) -> int:
+        return sink.write(transform(frame.coalesce(CORES), {}).output, 1)
+
+    def lean(frame: DataFrame) -> int:
+        return sink.write(transform(frame.coalesce(CORES), {}).output.drop(keys.POSITION), 1)
+
     return {
         "read": lambda frame: frame.count(),
         "transform": lambda frame: transform(frame, {}).output.count(),
@@ -125,6 +145,10 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
         "write": write,
         "rejects": rejects,
         "write+rejects": both,
+        "job": lambda frame: frame.sparkSession.range(1).count(),
+        "write-unranked": unranked,
+        "write-coalesced": coalesced,
+        "write-lean": lean,
     }
 
 
@@ -133,7 +157,7 @@ def session(jars: str) -> SparkSession:
     partitions, Python workers reused)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(f"local[{CORES}]")
         .appName("sluice-bench-phases")
         .config("spark.jars", jars)
         .config("spark.driver.host", "127.0.0.1")
