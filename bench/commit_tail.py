@@ -35,7 +35,7 @@ from cassandra.query import QueryTrace
 
 from bench import store
 from bench.stats import percentile
-from sluice_job import checkpoint
+from sluice_job import checkpoint_cql
 from sluice_job.cassandra_session import connect
 
 BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200)
@@ -65,7 +65,7 @@ class TracingSession:
 
     def __init__(self, session: Any, keyspace: str) -> None:
         self._session = session
-        self._commit_cql = checkpoint.statements(keyspace)["commit"]
+        self._commit_cql = checkpoint_cql.statements(keyspace)["commit"]
         self.trace_ids: list[tuple[float, Any]] = []
         self._commit: Any = None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sluice_job.checkpoint import Batch, Checkpoint
+from sluice_job.checkpoint_rows import Batch, Checkpoint
 from sluice_job.failpoints import phase
 from sluice_job.ports import Executor, PhaseTimes, Store
 

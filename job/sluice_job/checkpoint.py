@@ -50,8 +50,10 @@ from cassandra.query import PreparedStatement
 from sluice_api import event_time
 from sluice_job import checkpoint_schema, failpoints, logs, offsets
 from sluice_job.adoption import Legacy, Step, next_step
-from sluice_job.offsets import OffsetRange, TopicPartition
-from sluice_job.planner import Skip
+from sluice_job.checkpoint_cql import statements
+from sluice_job.checkpoint_rows import Batch as Batch  # re-exported for callers
+from sluice_job.checkpoint_rows import Checkpoint as Checkpoint  # re-exported for callers
+from sluice_job.offsets import OffsetRange
 
 SCHEMA_VERSION: Final = 1
 ROW_FORMAT: Final = 1
@@ -75,83 +77,6 @@ class FencedError(Exception):
 
 class CheckpointError(Exception):
     """The checkpoint store is unusable or inconsistent (exit 1)."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A planned batch: its id, its ranges and the positions once it is done."""
-
-    batch_id: int
-    ranges: tuple[OffsetRange, ...]
-    positions: dict[TopicPartition, int]
-    version: int = 0
-    """The batch's write version (``write_order``), fixed when it is planned; 0 for a
-    batch planned by a driver that predates versions (it gets one when recovered)."""
-    lost: tuple[Skip, ...] = field(default=(), compare=False)
-    """Skips (``planner.Skip``) of a recovered batch whose starts retention deleted:
-    recorded in its history row (``lost``), never in the plan."""
-    spool: str = ""
-    """A Pub/Sub batch's messages, kept under this id in the spool (``pubsub.spool``)
-    so that whoever executes the batch reads the same messages; empty for Kafka."""
-    event_watermark: int | None = field(default=None, compare=False)
-    """The event-time watermark (ms) its execution moved the pipeline's to
-    (``sluice_api.event_time.advance``), set before its commit; ``None``: unchanged."""
-    letters_durable: bool = field(default=False, compare=False)
-    """Its dead letters are durable (the checkpoint row says so): a re-run of the
-    batch does not write them again (``CheckpointStore.letters_durable``)."""
-
-    @property
-    def records(self) -> int:
-        return sum(r.count for r in self.ranges)
-
-    def to_json(self) -> str:
-        data: dict[str, Any] = {
-            "ranges": offsets.ranges_json(self.ranges),
-            "positions": offsets.to_json(self.positions),
-            "version": self.version,
-        }
-        if self.spool:
-            data["spool"] = self.spool
-        return json.dumps(data)
-
-    @classmethod
-    def from_json(cls, batch_id: int, text: str) -> Batch:
-        data = json.loads(text)
-        ranges = tuple(
-            OffsetRange(TopicPartition(topic, int(p)), span[0], span[1])
-            for topic, parts in data["ranges"].items()
-            for p, span in parts.items()
-        )
-        return cls(
-            batch_id,
-            ranges,
-            offsets.from_json(data["positions"]),
-            int(data.get("version", 0)),
-            spool=str(data.get("spool", "")),
-        )
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    batch_id: int
-    positions: dict[TopicPartition, int]
-    epoch: int
-    owner: uuid.UUID | None
-    code_version: str
-    released: bool
-    planned: Batch | None = None
-    """Batch ``batch_id + 1`` if it was planned but not committed: to be re-executed."""
-    version: int = 0
-    """The write version of batch ``batch_id`` (0 before versions were stored): the
-    next batch's version is greater (``write_order``)."""
-    resets: frozenset[str] = frozenset()
-    """Ids of the offset resets applied to the pipeline (``reset``)."""
-    committed_at: datetime | None = None
-    """When batch ``batch_id`` was committed (its history row), as :meth:`CheckpointStore.claim`
-    returns it; ``None`` when unknown or when nothing was committed."""
-    event_watermark: int | None = None
-    """The event-time watermark (ms) as batch ``batch_id`` committed it; ``None``: the
-    pipeline declares no event time, or has seen none."""
 
 
 @dataclass
@@ -660,57 +585,6 @@ def _legacy(row: Any) -> Legacy | None:
     if row is None:
         return None
     return Legacy(int(row.epoch or 0), row.owner, row.adopted_by)
-
-
-LOAD = """SELECT format, epoch, owner, batch_id, offsets, code_version, released, planned_id,
-    planned, write_version, applied_resets, letters_durable, event_watermark
-    FROM {ks}.checkpoints WHERE pipeline = ?"""
-
-
-def statements(ks: str) -> dict[str, str]:
-    return {
-        "insert": f"""INSERT INTO {ks}.checkpoints (pipeline, format, epoch, owner, batch_id,
-            offsets, code_version, updated_at, released) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false)
-            IF NOT EXISTS""",
-        "claim": f"""UPDATE {ks}.checkpoints SET epoch = ?, owner = ?, updated_at = ?,
-            released = false WHERE pipeline = ? IF epoch < ?""",
-        "plan": f"""UPDATE {ks}.checkpoints SET planned_id = ?, planned = ?
-            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
-        "letters": f"""UPDATE {ks}.checkpoints SET letters_durable = ? WHERE pipeline = ?
-            IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?""",
-        "commit": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
-            updated_at = ?, last_ranges = ?, last_records = ?, last_started_at = ?,
-            write_version = ?, event_watermark = ?, planned_id = null, planned = null,
-            last_reset = null WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
-        "reset": f"""UPDATE {ks}.checkpoints SET batch_id = ?, offsets = ?, code_version = ?,
-            updated_at = ?, last_ranges = '{{}}', last_records = 0, last_started_at = ?,
-            write_version = ?, planned_id = null, planned = null, last_reset = ?,
-            applied_resets = applied_resets + ?
-            WHERE pipeline = ? IF owner = ? AND epoch = ? AND batch_id = ?""",
-        "release": f"""UPDATE {ks}.checkpoints SET released = true, updated_at = ?
-            WHERE pipeline = ? IF owner = ? AND epoch = ?""",
-        "load": LOAD.format(ks=ks),
-        "load_serial": LOAD.format(ks=ks),
-        "claim_log": f"""INSERT INTO {ks}.claims (pipeline, epoch, owner, code_version,
-            batch_id_at_claim, claimed_at) VALUES (?, ?, ?, ?, ?, ?)""",
-        "history_insert": f"""INSERT INTO {ks}.batches (pipeline, batch_id, epoch, owner,
-            code_version, ranges, records, started_at, committed_at, lost, reset) VALUES
-            (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?""",
-        "history": f"SELECT * FROM {ks}.batches WHERE pipeline = ? LIMIT ?",
-        "history_row": f"SELECT * FROM {ks}.batches WHERE pipeline = ? AND batch_id = ?",
-        "adoption_load": f"""SELECT format, epoch, owner, batch_id, offsets, code_version,
-            planned_id, planned, last_ranges, last_records, last_started_at, write_version,
-            applied_resets, last_reset, adopted_by FROM {ks}.checkpoints WHERE pipeline = ?""",
-        "legacy_fence": f"""UPDATE {ks}.checkpoints SET epoch = ?, owner = ?, adopted_by = ?,
-            updated_at = ? WHERE pipeline = ? IF epoch < ? AND adopted_by = ?""",
-        "adopt": f"""INSERT INTO {ks}.checkpoints (pipeline, format, epoch, owner, batch_id,
-            offsets, code_version, updated_at, released, planned_id, planned, last_ranges,
-            last_records, last_started_at, write_version, applied_resets, last_reset,
-            adopted_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            IF NOT EXISTS""",
-        "last_batch": f"""SELECT batch_id, epoch, owner, code_version, updated_at, last_ranges,
-            last_records, last_started_at, last_reset FROM {ks}.checkpoints WHERE pipeline = ?""",
-    }
 
 
 def _now() -> datetime:

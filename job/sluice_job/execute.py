@@ -57,7 +57,7 @@ from pyspark.sql import functions as F
 
 from sluice_api.event_time import advance
 from sluice_job import event_time, failpoints, logs, reader, transform
-from sluice_job.checkpoint import Batch
+from sluice_job.checkpoint_rows import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
 from sluice_job.state import States

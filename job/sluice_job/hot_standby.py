@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Final
 
 from sluice_job import logs, metrics
-from sluice_job.checkpoint import Checkpoint
+from sluice_job.checkpoint_rows import Checkpoint
 from sluice_job.standby import CheckpointReader, Predecessor, Turn, read_row
 
 POLL_SECONDS: Final = 0.1

@@ -27,7 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram, Info, start_http_server
 
 from sluice_api import metrics as names
 from sluice_job import logs
-from sluice_job.checkpoint import Checkpoint
+from sluice_job.checkpoint_rows import Checkpoint
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
 from sluice_job.ports import Committed

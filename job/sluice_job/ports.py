@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sluice_job.checkpoint import Batch, Checkpoint
+from sluice_job.checkpoint_rows import Batch, Checkpoint
 from sluice_job.offsets import Positions, TopicPartition, Watermarks
 from sluice_job.planner import Skip
 from sluice_job.state_io import StateIO

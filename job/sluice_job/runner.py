@@ -35,7 +35,7 @@ from sluice_api.source import OnOffsetOutOfRange
 from sluice_job import announce, logs, offsets, outages, reset, stopping, write_order
 from sluice_job.backpressure import Estimate, Observation, RateControl
 from sluice_job.batch import BatchRun, attempted, deadline, log_fields
-from sluice_job.checkpoint import Batch, Checkpoint
+from sluice_job.checkpoint_rows import Batch, Checkpoint
 from sluice_job.lagwatch import EVERY_SECONDS, LagWatch
 from sluice_job.offsets import TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip, plan, retained, starts

@@ -52,7 +52,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sluice_job import execute, keys, logs, metrics, outages, reader, stopping, transform
-from sluice_job.checkpoint import Checkpoint
+from sluice_job.checkpoint_rows import Checkpoint
 from sluice_job.deadletter import NoDeadLetters
 from sluice_job.execute import Sink
 from sluice_job.offsets import OffsetRange, TopicPartition

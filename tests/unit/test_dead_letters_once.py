@@ -18,7 +18,7 @@ import pytest
 from cassandra.cluster import NoHostAvailable
 from pyspark.sql import DataFrame, Row
 
-from sluice_job import checkpoint, execute, transform
+from sluice_job import checkpoint_cql, execute, transform
 from sluice_job.checkpoint import Batch, CheckpointStore, FencedError
 from sluice_job.deadletter import DeadLetterUnavailableError, Reject
 from sluice_job.execute import Gathered, KafkaRecords, SparkExecutor, letters_written
@@ -186,7 +186,7 @@ def test_a_planned_batch_is_read_with_its_letters_durable_only_if_the_marker_nam
 
 
 def test_the_marker_is_written_fenced_like_the_plan_and_only_for_the_planned_batch() -> None:
-    cql = " ".join(checkpoint.statements("ks")["letters"].split())
+    cql = " ".join(checkpoint_cql.statements("ks")["letters"].split())
     assert cql == (
         "UPDATE ks.checkpoints SET letters_durable = ? WHERE pipeline = ? "
         "IF owner = ? AND epoch = ? AND batch_id = ? AND planned_id = ?"

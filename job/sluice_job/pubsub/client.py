@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import google.cloud.pubsub_v1 as pubsub_v1
 import grpc
 from google.api_core import exceptions
 from google.api_core.client_options import ClientOptions
-from google.cloud import pubsub_v1
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 

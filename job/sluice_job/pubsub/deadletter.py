@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import google.cloud.pubsub_v1 as pubsub_v1
 from google.api_core import exceptions
-from google.cloud import pubsub_v1
 
 from sluice_api.dead_letter import PubSubDeadLetter
 from sluice_api.source import PUBSUB_MAX_MESSAGE_BYTES, PubSubSource

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from sluice_job import keys
-from sluice_job.checkpoint import Batch
+from sluice_job.checkpoint_rows import Batch
 from sluice_job.deadletter import Reject
 from sluice_job.pubsub.messages import Message
 from sluice_job.reader import BATCH_ID_COLUMN, KAFKA_RECORD
