@@ -21,14 +21,12 @@ from cassandra.cluster import NoHostAvailable, Session
 from pyspark.sql import SparkSession
 
 from sluice_api import env as env_names
-from sluice_api import secret_refs
 from sluice_api.exitcodes import ExitCode
-from sluice_api.spec import PipelineSpec
 from sluice_api.termination import Termination
 from sluice_api.termination import write as write_termination
 from sluice_job import (
     cassandra_access,
-    deadletter,
+    clients,
     hot_standby,
     logs,
     metrics,
@@ -42,7 +40,6 @@ from sluice_job import (
     stopping,
     transform,
 )
-from sluice_job.backpressure import RateControl
 from sluice_job.cassandra_session import Credentials, connect
 from sluice_job.checkpoint import (
     CheckpointError,
@@ -54,24 +51,21 @@ from sluice_job.config import DriverConfig
 from sluice_job.control import Control
 from sluice_job.deadletter import DeadLetterError, DeadLetters, RejectedWithoutDeadLetterError
 from sluice_job.execute import KafkaRecords, Records, SparkExecutor
-from sluice_job.groupoffsets import GroupOffsets, group_name
+from sluice_job.groupoffsets import group_name
 from sluice_job.kafka_config import KafkaAccess, KafkaCredentialsError
 from sluice_job.offsets import TopicPartition
 from sluice_job.planner import OffsetOutOfRangeError, Policy
-from sluice_job.ports import Observer, Observers
-from sluice_job.pubsub import deadletter as pubsub_deadletter
+from sluice_job.ports import Observers
 from sluice_job.pubsub.client import PubSubConfigError, Subscription
 from sluice_job.pubsub.leases import Leases
 from sluice_job.pubsub.records import PubSubRecords
 from sluice_job.pubsub.runner import PubSubRunner
 from sluice_job.pubsub.spool import Spool
 from sluice_job.runner import Progress, Runner
-from sluice_job.sinks.cassandra import CassandraSink, CassandraTarget, SinkSchemaError
-from sluice_job.sinks.cassandra_batches import Bounds
-from sluice_job.sinks.datastore import DatastoreSink, DatastoreTarget
+from sluice_job.sinks.cassandra import CassandraSink, SinkSchemaError
+from sluice_job.sinks.datastore import DatastoreSink
 from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
 from sluice_job.state import States, StateShapeError
-from sluice_job.state import table as state_table
 from sluice_job.state.access import StaleStateError
 from sluice_job.state.schema import StateSchemaError
 from sluice_job.tls import TlsMaterial, TlsMaterialError
@@ -104,7 +98,7 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
         return _failed(ExitCode.INVALID_CONFIG, "InvalidConfig", err, cfg, progress)
     except Unauthorized as err:
         denied = cassandra_access.AccessDeniedError(
-            cassandra_access.describe(str(err), _keyspace_fields(cfg))
+            cassandra_access.describe(str(err), clients.keyspace_fields(cfg))
         )
         return _failed(ExitCode.INVALID_CONFIG, "CassandraAccessDenied", denied, cfg, progress)
     except (NoHostAvailable, CheckpointError) as err:
@@ -130,7 +124,7 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
 
 def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termination:
     spec, env = cfg.spec, os.environ
-    prometheus = _metrics(cfg)
+    prometheus = clients.metrics(cfg)
     # A hot standby hears its promotion from its start on, so that one promoted while
     # it gets ready cuts its warm-up short (``standby.get_ready``).
     control = _hot_control(cfg)
@@ -184,7 +178,7 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         )
         states = outages.through_outages(
             "state tables",
-            lambda: _states(cfg, session, credentials, tls),
+            lambda: clients.states(cfg, session, credentials, tls),
             prometheus,
             stop=stop,
         )
@@ -209,9 +203,9 @@ def _run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termin
         if ui:
             logs.event("spark ui", url=ui)
         dead_letters = outages.through_outages(
-            "dead-letter topic", lambda: _dead_letters(cfg, env), prometheus, stop=stop
+            "dead-letter topic", lambda: clients.dead_letters(cfg, env), prometheus, stop=stop
         )
-        sink = _sink(cfg)
+        sink = clients.sink(cfg)
         parts = Parts(
             cfg,
             stop,
@@ -322,7 +316,7 @@ def _kafka_runner(parts: Parts) -> Runner | None:
     group = group_name(cfg.namespace, cfg.pipeline)
     watermarks = WatermarkReader(kafka.librdkafka())
     client = reader.client_config(kafka.java(), group)
-    observer = _observer(cfg, kafka, parts.prometheus)
+    observer = clients.observer(cfg, kafka, parts.prometheus)
     if cfg.standby:
         topics = source.topics
         outages.through_outages(
@@ -348,7 +342,7 @@ def _kafka_runner(parts: Parts) -> Runner | None:
         stop=parts.stop,
         progress=parts.progress,
         observer=observer,
-        rate=_rate_control(cfg.spec),
+        rate=clients.rate_control(cfg.spec),
         batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
         on_timeout=parts.timed_out,
         initial_cap=source.backpressure.initial_records_per_partition,
@@ -494,99 +488,6 @@ def _promotion(parts: Parts, warm: Callable[[], object]) -> standby.Predecessor 
         control.close()
     hot_standby.taken_over(cfg.pipeline_id, cfg.epoch, predecessor)
     return predecessor
-
-
-def _keyspace_fields(cfg: DriverConfig) -> dict[str, str]:
-    """The spec field of each Cassandra keyspace the pipeline names."""
-    fields = {cfg.spec.checkpoint.cassandra.keyspace: "checkpoint.cassandra.keyspace"}
-    sink = cfg.spec.sink.cassandra
-    if sink is not None and sink.keyspace not in fields:
-        fields[sink.keyspace] = "sink.cassandra.keyspace"
-    return fields
-
-
-def _metrics(cfg: DriverConfig) -> metrics.PrometheusObserver:
-    """Metrics of this pipeline; served over HTTP if ``SLUICE_METRICS_PORT`` is set."""
-    port = cfg.metrics_port
-    endpoint = metrics.Endpoint(port, cfg.metrics_host) if port is not None else None
-    observer = metrics.PrometheusObserver(cfg.pipeline_id, endpoint)
-    observer.started(cfg.code_version, cfg.epoch)
-    return observer
-
-
-def _observer(
-    cfg: DriverConfig, kafka: KafkaAccess, prometheus: metrics.PrometheusObserver
-) -> Observer:
-    if not cfg.spec.kafka.commit_to_consumer_group:
-        return prometheus
-    group = GroupOffsets(kafka.librdkafka(), group_name(cfg.namespace, cfg.pipeline))
-    return Observers((prometheus, group))
-
-
-def _dead_letters(cfg: DriverConfig, env: Mapping[str, str]) -> DeadLetters:
-    target = cfg.spec.dead_letter
-    if target is None:
-        return deadletter.NoDeadLetters()
-    if target.pubsub is not None and cfg.spec.source.pubsub is not None:
-        key = ServiceAccount.from_env(env, env_names.PUBSUB_CREDENTIALS)
-        return pubsub_deadletter.pubsub(target.pubsub, cfg.spec.source.pubsub, key, cfg.pipeline_id)
-    kafka_target = cfg.spec.kafka_dead_letter
-    if kafka_target is None:
-        raise ValueError("deadLetter.pubsub needs source.pubsub")
-    source = cfg.spec.source.kafka
-    servers = kafka_target.bootstrap_servers or cfg.spec.kafka.bootstrap_servers
-    prefix = secret_refs.dead_letter_prefix(cfg.spec) or env_names.DEAD_LETTER_KAFKA_CREDENTIALS
-    access = KafkaAccess.of(servers, kafka_target.security_with(source), env, prefix)
-    return deadletter.kafka(access.librdkafka(), kafka_target.topic, cfg.pipeline_id)
-
-
-def _states(
-    cfg: DriverConfig, session: Session, credentials: Credentials | None, tls: TlsMaterial | None
-) -> States | None:
-    """The declared states and event time, each table created or checked against its declaration
-    (``state.table``, a misfit raises ``StateSchemaError``), read and written with the
-    checkpoint's cluster, credentials and TLS: the state lives beside the offsets."""
-    declared, clock = cfg.spec.transform.state, cfg.spec.transform.event_time
-    if not declared and clock is None:
-        return None
-    checkpoint = cfg.spec.checkpoint.cassandra
-    owner = f"{cfg.namespace}/{cfg.pipeline}"
-    connection = CassandraTarget(
-        tuple(checkpoint.contact_points), checkpoint.keyspace, "", credentials, tls=tls
-    )
-    return state_table.prepare(session, connection, declared, clock, owner)
-
-
-def _rate_control(spec: PipelineSpec) -> RateControl | None:
-    source, interval = spec.kafka, spec.trigger.interval_seconds
-    if not source.backpressure.enabled:
-        return None
-    return RateControl.of(
-        source.backpressure.target_utilization, interval, source.max_records_per_partition
-    )
-
-
-def _sink(cfg: DriverConfig) -> CassandraSink | DatastoreSink:
-    if cfg.spec.sink.datastore is not None:
-        return DatastoreSink(
-            DatastoreTarget.from_spec(cfg.spec.sink.datastore, os.environ),
-            order=cfg.spec.sink.order_column,
-        )
-    target = cfg.spec.sink.cassandra
-    if target is None:
-        raise SinkSchemaError("set sink.cassandra or sink.datastore")
-    return CassandraSink(
-        CassandraTarget(
-            tuple(target.contact_points),
-            target.keyspace,
-            target.table,
-            Credentials.from_env(os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
-            concurrency=target.concurrency,
-            bounds=Bounds(rows=target.batch_rows, bytes=target.batch_bytes),
-            tls=TlsMaterial.from_env(target.tls, os.environ, env_names.SINK_CASSANDRA_CREDENTIALS),
-        ),
-        order=cfg.spec.sink.order_column,
-    )
 
 
 def _timed_out(cfg: DriverConfig, progress: Progress, batch_id: int, seconds: float) -> None:

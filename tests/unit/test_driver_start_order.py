@@ -57,12 +57,12 @@ def test_the_spark_session_starts_before_the_dead_letter_publisher_and_the_sink(
         return called
 
     with (
-        mock.patch.object(driver, "_metrics", record("metrics", mock.MagicMock())),
+        mock.patch.object(driver.clients, "metrics", record("metrics", mock.MagicMock())),
         mock.patch.object(transform, "load", record("transform")),
         mock.patch.object(driver, "connect", record("checkpoint", (mock.Mock(), mock.Mock()))),
         mock.patch.object(driver, "CheckpointStore", mock.MagicMock()),
-        mock.patch.object(driver, "_dead_letters", record("dead letters")),
-        mock.patch.object(driver, "_sink", record("sink")),
+        mock.patch.object(driver.clients, "dead_letters", record("dead letters")),
+        mock.patch.object(driver.clients, "sink", record("sink")),
         mock.patch.object(spark, "session", record("spark session", LaunchedError())),
         pytest.raises(LaunchedError),
     ):
@@ -105,7 +105,7 @@ def test_the_jvm_starts_while_the_driver_connects_to_the_checkpoint_store(
         return mock.Mock(), mock.Mock()
 
     with (
-        mock.patch.object(driver, "_metrics", mock.MagicMock()),
+        mock.patch.object(driver.clients, "metrics", mock.MagicMock()),
         mock.patch.object(transform, "load", mock.Mock()),
         mock.patch.object(driver, "connect", connect),
         mock.patch.object(driver, "CheckpointStore", mock.MagicMock()),
