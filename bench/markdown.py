@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from bench.contenders import System
 from bench.report import CHECKPOINT_WHAT, COMMIT_WHAT, WRITER, WRITER_SHORT, get, ran
 from bench.run import PHASES, TARGET
+from bench.settings import Settings
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -233,7 +234,7 @@ def description(doc: Mapping[str, Any]) -> list[str]:
 
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"## {versus(doc)} ({doc['label']} run, {doc['stamp']})", ""]
-    lines += smoke_warning(doc["label"])
+    lines += smoke_warning(doc["parameters"], doc["label"])
     lines += [*description(doc), "", *table(doc), "", *footnotes(doc)]
     return "\n".join(lines) + "\n"
 
@@ -244,12 +245,37 @@ def versus(doc: Mapping[str, Any]) -> str:
     return f"Sluice vs Spark {' and '.join(spark)}"
 
 
-def smoke_warning(label: str) -> list[str]:
-    if label == "full":
+NOT_FIGURES: Final = frozenset({"runs", "verify", "keep", "label", "results", "order"})
+"""Settings that do not change what a run's figures measure: a run that differs from
+the full run's defaults only in these is a full run (one run, some contenders, a
+label of its own)."""
+
+
+def reduced(parameters: Mapping[str, Any]) -> list[str]:
+    """The parameters of a run that differ from a full run's (``Settings()``), each
+    with both values: e.g. ``events 100,000 (full run: 1,000,000)``."""
+    full = Settings().public()
+    return [
+        f"{name.replace('_', ' ')} {_value(value)} (full run: {_value(full[name])})"
+        for name, value in parameters.items()
+        if name in full and name not in NOT_FIGURES and value != full[name]
+    ]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def smoke_warning(parameters: Mapping[str, Any], label: str) -> list[str]:
+    """A warning above the table of a run whose parameters are not the full run's."""
+    differ = reduced(parameters)
+    if not differ:
         return []
     return [
-        f"> **{label.upper()} RUN**: reduced parameters, figures prove the "
-        "benchmark works end to end; they are not representative.",
+        f"> **{label.upper()} RUN**: reduced parameters ({', '.join(differ)}), figures "
+        "prove the benchmark works end to end; they are not representative.",
         "",
     ]
 

@@ -213,7 +213,7 @@ def to_markdown(found: Mapping[str, Any]) -> str:
         if runs > 1
         else f"## {markdown.versus(summary)} ({summary['label']} run, {summary['median_run']})"
     )
-    lines = [title, "", *markdown.smoke_warning(summary["label"])]
+    lines = [title, "", *markdown.smoke_warning(summary["parameters"], summary["label"])]
     lines += [*markdown.description(summary), ""]
     if runs > 1:
         lines += [

@@ -164,6 +164,18 @@ def test_results_hold_every_figure_and_the_table_shows_them() -> None:
     assert "latency p50 / p99 at 170 events/s, sustainable (ms) | 1,000 / 1,098 |" in table
 
 
+def test_a_run_is_called_reduced_by_its_parameters_not_by_its_label() -> None:
+    found = outcome()
+    stamp = datetime.now(UTC)
+    labelled_full = report.build(Settings(label="nice10"), found, stamp, (1.0, 1.0, 1.0))
+    full_but_few = report.build(Settings(runs=1, order=(System.SLUICE,)), found, stamp, (1.0,) * 3)
+    small = report.build(Settings(events=1000), found, stamp, (1.0, 1.0, 1.0))
+    assert "reduced parameters" not in markdown.markdown(labelled_full)
+    assert "reduced parameters" not in markdown.markdown(full_but_few)
+    warning = next(line for line in markdown.markdown(small).splitlines() if "reduced" in line)
+    assert "events 1,000 (full run: 1,000,000)" in warning
+
+
 def test_a_phase_a_contender_fell_behind_shows_no_latency_and_no_ratio() -> None:
     doc = _doc(structured_lag=40_000)
     structured = doc["systems"]["structured"]["latency"][TARGET]
