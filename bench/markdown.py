@@ -28,6 +28,16 @@ def _pair(summary: Mapping[str, Any] | None, digits: int = 1) -> str:
     return f"{_num(summary['p50_ms'], digits)} / {_num(summary['p99_ms'], digits)}"
 
 
+def _percentiles(summary: Mapping[str, Any]) -> str:
+    """p50 / p95 / p99 in whole milliseconds; p50 / p99 for results without a p95."""
+    shown = (
+        ("p50_ms", "p95_ms", "p99_ms")
+        if summary.get("p95_ms") is not None
+        else ("p50_ms", "p99_ms")
+    )
+    return " / ".join(_num(summary[name], 0) for name in shown)
+
+
 def behind(found: Mapping[str, Any]) -> str:
     """Why a phase was not sustained, from its figures (a run's or the medians)."""
     reasons = []
@@ -40,8 +50,8 @@ def behind(found: Mapping[str, Any]) -> str:
 
 
 def latency_cell(found: Mapping[str, Any] | None) -> str:
-    """p50 / p99 of a sustained phase; a phase not sustained shows no latency. In a
-    summary, how many runs disagreed with the verdict."""
+    """p50 / p95 / p99 of a sustained phase; a phase not sustained shows no latency.
+    In a summary, how many runs disagreed with the verdict."""
     if not found:
         return "-"
     runs, kept = int(found.get("runs") or 0), int(found.get("sustained_runs") or 0)
@@ -49,7 +59,9 @@ def latency_cell(found: Mapping[str, Any] | None) -> str:
     if not found.get("sustained"):
         of_runs = f" in {runs - kept} of {runs} runs" if mixed else ""
         return f"not sustained{of_runs} ({behind(found)})"
-    return _pair(found, 0) + (f" (sustained in {kept} of {runs} runs)" if mixed else "")
+    if not found.get("n"):
+        return "-"
+    return _percentiles(found) + (f" (sustained in {kept} of {runs} runs)" if mixed else "")
 
 
 def pace_cell(found: Mapping[str, Any] | None) -> str:
@@ -124,7 +136,7 @@ def table_rows(doc: Mapping[str, Any]) -> list[list[str]]:
         )
         rows += [
             [
-                f"latency p50 / p99 at {_num(rate)} events/s, {phase} (ms)",
+                f"latency p50 / p95 / p99 at {_num(rate)} events/s, {phase} (ms)",
                 *(latency_cell(p) for p in phases),
                 _num(get(c, "latency", phase, "p99"), 2),
             ],

@@ -30,6 +30,8 @@ class Summary:
     p99_ms: float
     mean_ms: float
     max_ms: float
+    p95_ms: float | None = None
+    """``None`` in results written before it was measured."""
 
     @classmethod
     def of_seconds(cls, seconds: Sequence[float]) -> Summary | None:
@@ -41,6 +43,7 @@ class Summary:
             n=len(ms),
             p50_ms=round(percentile(ms, 50), 2),
             p99_ms=round(percentile(ms, 99), 2),
+            p95_ms=round(percentile(ms, 95), 2),
             mean_ms=round(sum(ms) / len(ms), 2),
             max_ms=round(max(ms), 2),
         )

@@ -33,7 +33,7 @@ from bench.report import get
 from bench.run import PHASES
 
 FIGURES: Final = ("systems", "ceiling", "fraction_of_ceiling", "comparison", "rates")
-LATENCY_FIGURES: Final = ("p50_ms", "p99_ms", "mean_ms", "max_ms")
+LATENCY_FIGURES: Final = ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "max_ms")
 """A latency phase's figures that are latencies (left out of the median when the
 phase was not sustained)."""
 RUN_LATENCY: Final = ("rate", "sustained", "n", "p50_ms", "p99_ms", "probes_missing", "pacing")
