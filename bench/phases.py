@@ -23,7 +23,9 @@ What a batch could shed (the levers of a low-latency batch), each against ``writ
   without its source position);
 * ``write-coalesced``: the write with the read in one task per core instead of one
   per Kafka partition;
-* ``write-lean``: both.
+* ``write-lean``: both;
+* ``write-single``: the whole batch in one task, whose one-row-per-key needs no
+  shuffle (a single partition is already clustered by any key), exact as ``write``.
 
 Every step runs ``--repeats`` times (median shown, all runs listed) on a fresh read,
 alternating between the first and the second half of each partition so that neither
@@ -133,6 +135,9 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
     def coalesced(frame: DataFrame) -> int:
         return sink.write(transform(frame.coalesce(CORES), {}).output, 1)
 
+    def single(frame: DataFrame) -> int:
+        return sink.write(transform(frame.coalesce(1), {}).output, 1)
+
     def lean(frame: DataFrame) -> int:
         return sink.write(transform(frame.coalesce(CORES), {}).output.drop(keys.POSITION), 1)
 
@@ -149,6 +154,7 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
         "write-unranked": unranked,
         "write-coalesced": coalesced,
         "write-lean": lean,
+        "write-single": single,
     }
 
 
