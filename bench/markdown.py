@@ -22,20 +22,13 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f} %"
 
 
-def _pair(summary: Mapping[str, Any] | None, digits: int = 1) -> str:
+def _pair(summary: Mapping[str, Any] | None, digits: int = 1, *, with_p95: bool = False) -> str:
+    """p50 / p99 (``with_p95``: p50 / p95 / p99, or p50 / p99 for results written
+    before p95 was measured); ``-`` without samples."""
     if not summary or not summary.get("n"):
         return "-"
-    return f"{_num(summary['p50_ms'], digits)} / {_num(summary['p99_ms'], digits)}"
-
-
-def _percentiles(summary: Mapping[str, Any]) -> str:
-    """p50 / p95 / p99 in whole milliseconds; p50 / p99 for results without a p95."""
-    shown = (
-        ("p50_ms", "p95_ms", "p99_ms")
-        if summary.get("p95_ms") is not None
-        else ("p50_ms", "p99_ms")
-    )
-    return " / ".join(_num(summary[name], 0) for name in shown)
+    p95 = ("p95_ms",) if with_p95 and summary.get("p95_ms") is not None else ()
+    return " / ".join(_num(summary[name], digits) for name in ("p50_ms", *p95, "p99_ms"))
 
 
 def behind(found: Mapping[str, Any]) -> str:
@@ -59,9 +52,8 @@ def latency_cell(found: Mapping[str, Any] | None) -> str:
     if not found.get("sustained"):
         of_runs = f" in {runs - kept} of {runs} runs" if mixed else ""
         return f"not sustained{of_runs} ({behind(found)})"
-    if not found.get("n"):
-        return "-"
-    return _percentiles(found) + (f" (sustained in {kept} of {runs} runs)" if mixed else "")
+    shown = _pair(found, 0, with_p95=True)
+    return shown + (f" (sustained in {kept} of {runs} runs)" if mixed else "")
 
 
 def pace_cell(found: Mapping[str, Any] | None) -> str:

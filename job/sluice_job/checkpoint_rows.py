@@ -1,8 +1,8 @@
 """What a checkpoint row holds: the committed checkpoint and the batch planned ahead.
 
 Plain values the store reads and writes (``checkpoint``) and the runner plans with,
-kept apart from the store's Cassandra I/O so that pure code (the planner, the runner's
-tests, the hot standby's decisions) uses them without a session. A planned batch is
+kept apart from the store's Cassandra I/O so that pure code (the runner, its ports,
+the hot standby's decisions, the metrics) uses them without the Cassandra driver. A planned batch is
 stored as JSON (:meth:`Batch.to_json`) in the checkpoint row, so that whichever driver
 executes the batch reads the same ranges and the same write version.
 """
