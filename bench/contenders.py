@@ -34,6 +34,8 @@ class System(StrEnum):
     SLUICE = "sluice"
     STRUCTURED = "structured"
     REALTIME = "realtime"
+    LOW_LATENCY = "lowlatency"
+    """Sluice's driver with ``trigger.mode: LowLatency`` (interval 0)."""
 
     @property
     def display(self) -> str:
@@ -44,7 +46,10 @@ DISPLAY: Final = {
     System.SLUICE: "Sluice",
     System.STRUCTURED: "Structured Streaming",
     System.REALTIME: "Real-Time Mode",
+    System.LOW_LATENCY: "Sluice low-latency",
 }
+DRIVERS: Final = (System.SLUICE, System.LOW_LATENCY)
+"""The contenders that are Sluice's driver (the rest are Spark queries)."""
 JOBS: Final = {System.STRUCTURED: "bench.structured_job", System.REALTIME: "bench.realtime_job"}
 """The module each Spark contender runs as (``python -m``)."""
 
@@ -74,8 +79,14 @@ class Target:
     """Real-Time Mode's batch duration (how often it checkpoints; not a latency)."""
 
 
-def pipeline_spec(target: Target) -> dict[str, Any]:
-    """The StreamingPipeline spec both contenders run (camelCase, as users write it)."""
+def pipeline_spec(target: Target, system: System = System.SLUICE) -> dict[str, Any]:
+    """The StreamingPipeline spec every contender runs (camelCase, as users write it);
+    Sluice low-latency's has ``trigger.mode: LowLatency`` and no interval."""
+    trigger: dict[str, Any] = (
+        {"mode": "LowLatency", "intervalSeconds": 0}
+        if system is System.LOW_LATENCY
+        else {"intervalSeconds": target.interval}
+    )
     cassandra = {"contactPoints": [target.contact], "keyspace": target.keyspace}
     batching = {
         key: value
@@ -98,7 +109,7 @@ def pipeline_spec(target: Target) -> dict[str, Any]:
         "transform": {"entrypoint": TRANSFORM, "options": {}},
         "sink": {"cassandra": {**cassandra, "table": target.table, **batching}},
         "checkpoint": {"cassandra": cassandra},
-        "trigger": {"intervalSeconds": target.interval},
+        "trigger": trigger,
         "spark": {"driver": {"cores": 2, "memory": target.driver_memory}},
     }
 
@@ -178,6 +189,7 @@ def run_name(pipeline: str, epoch: int) -> str:
 
 
 def start_sluice(
+    system: System,
     target: Target,
     pipeline: str,
     namespace: str,
@@ -188,10 +200,10 @@ def start_sluice(
     """The real driver, ``python -m sluice_job``, configured as the operator would;
     ``epoch`` as the operator would number a replacement."""
     name = run_name(pipeline, epoch)
-    log = workdir / f"sluice-{name}.log"
+    log = workdir / f"{system.value}-{name}.log"
     driver_env = {
         **env,
-        "SLUICE_CONFIG": json.dumps(pipeline_spec(target)),
+        "SLUICE_CONFIG": json.dumps(pipeline_spec(target, system)),
         "SLUICE_PIPELINE": pipeline,
         "SLUICE_NAMESPACE": namespace,
         "SLUICE_CLUSTER_ID": "bench",
@@ -199,10 +211,10 @@ def start_sluice(
         "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{name}.termination.json"),
     }
     child = Child.start(
-        "sluice", [sys.executable, "-m", "sluice_job"], driver_env, log, cwd=workdir
+        system.value, [sys.executable, "-m", "sluice_job"], driver_env, log, cwd=workdir
     )
     return Contender(
-        System.SLUICE,
+        system,
         child,
         JsonLines(log),
         from_sluice,
@@ -266,6 +278,6 @@ def start(
     env: Mapping[str, str],
     epoch: int = 1,
 ) -> Contender:
-    if system is System.SLUICE:
-        return start_sluice(target, pipeline, namespace, workdir, env, epoch)
+    if system in DRIVERS:
+        return start_sluice(system, target, pipeline, namespace, workdir, env, epoch)
     return start_spark_query(system, target, pipeline, workdir, env, epoch)

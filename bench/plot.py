@@ -15,14 +15,21 @@ from bench import markdown
 from bench.contenders import System
 from bench.run import PHASES, TARGET
 
-COLORS = {System.SLUICE: "tab:blue", System.STRUCTURED: "tab:orange", System.REALTIME: "tab:green"}
+COLORS = {
+    System.SLUICE: "tab:blue",
+    System.STRUCTURED: "tab:orange",
+    System.REALTIME: "tab:green",
+    System.LOW_LATENCY: "tab:purple",
+}
 CHECKPOINT = {
     System.SLUICE: "plan + commit LWTs",
+    System.LOW_LATENCY: "plan + commit LWTs",
     System.STRUCTURED: "walCommit + commitOffsets",
     System.REALTIME: "walCommit + commitOffsets",
 }
 COMMIT = {
     System.SLUICE: "commit LWT",
+    System.LOW_LATENCY: "commit LWT",
     System.STRUCTURED: "commitOffsets",
     System.REALTIME: "commitOffsets",
 }

@@ -31,6 +31,10 @@ from sluice_dev import versions
 SCHEMA_VERSION: Final = 2
 WRITER: Final = {
     System.SLUICE: "its own sink, sluice_job.sinks.cassandra.CassandraSink.write",
+    System.LOW_LATENCY: (
+        "its own sink, sluice_job.sinks.cassandra.CassandraSink.write; trigger.mode "
+        "LowLatency: the next batch when the last commits, a small batch in one task"
+    ),
     System.STRUCTURED: (
         "user-written, bench.baseline_writer: frame.rdd.foreachPartition over Rows, one "
         "prepared INSERT ... USING TIMESTAMP per row, execute_concurrent_with_args with "
@@ -45,21 +49,25 @@ WRITER: Final = {
 }
 WRITER_SHORT: Final = {
     System.SLUICE: "its CassandraSink",
+    System.LOW_LATENCY: "its CassandraSink, one task per small batch",
     System.STRUCTURED: "user-written: 1 INSERT per row, 64 in flight",
     System.REALTIME: "user-written ForeachWriter: 1 INSERT per row as it comes, 64 in flight",
 }
 COMMIT_KEY: Final = {
     System.SLUICE: SLUICE_COMMIT,
+    System.LOW_LATENCY: SLUICE_COMMIT,
     System.STRUCTURED: STRUCTURED_COMMIT,
     System.REALTIME: STRUCTURED_COMMIT,
 }
 COMMIT_WHAT: Final = {
     System.SLUICE: "commit_lwt_s: the commit LWT",
+    System.LOW_LATENCY: "commit_lwt_s: the commit LWT",
     System.STRUCTURED: "durationMs.commitOffsets: commit-log write",
     System.REALTIME: "durationMs.commitOffsets: commit-log write",
 }
 CHECKPOINT_WHAT: Final = {
     System.SLUICE: "plan LWT (plan_s) + commit LWT + batch-history INSERT (commit_s)",
+    System.LOW_LATENCY: "plan LWT (plan_s) + commit LWT + batch-history INSERT (commit_s)",
     System.STRUCTURED: "durationMs.walCommit + durationMs.commitOffsets",
     System.REALTIME: "durationMs.walCommit + durationMs.commitOffsets",
 }

@@ -41,7 +41,7 @@ Say = Callable[[str], None]
 START_TIMEOUT = 300.0
 PRIME_START = 1_000_000_000
 """Sequence numbers of priming events: far from the paced ones, so ids never clash."""
-LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12, System.REALTIME: 13}
+LIVE_SEEDS = {System.SLUICE: 11, System.STRUCTURED: 12, System.REALTIME: 13, System.LOW_LATENCY: 14}
 SUSTAINABLE = "sustainable"
 TARGET = "target"
 PHASES = (SUSTAINABLE, TARGET)

@@ -41,7 +41,12 @@ class Settings:
     trigger_seconds: float = 1.0
     sample_every: int = 100
     poll_interval: float = 0.05
-    order: tuple[System, ...] = (System.STRUCTURED, System.REALTIME, System.SLUICE)
+    order: tuple[System, ...] = (
+        System.STRUCTURED,
+        System.REALTIME,
+        System.SLUICE,
+        System.LOW_LATENCY,
+    )
     realtime_checkpoint_seconds: float = 5.0
     """Real-Time Mode's batch duration: how often it checkpoints (at least 5 s)."""
     driver_memory: str = "2g"
@@ -157,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
         kind = type(getattr(Settings(), name))
         flag = "--" + name.replace("_", "-")
         result.add_argument(flag, type=kind, default=None, help=f"{text} (BENCH_{name.upper()})")
-    result.add_argument("--order", default=None, help="comma-separated: structured,realtime,sluice")
+    result.add_argument("--order", default=None, help="comma-separated: structured,realtime,sluice,lowlatency")
     result.add_argument("--results", type=Path, default=None, help="results directory")
     result.add_argument("--no-verify", action="store_true", help="skip counting sink rows")
     result.add_argument("--keep", action="store_true", help="keep topics and keyspace")

@@ -109,6 +109,22 @@ class PipelineSpec(Model):
         return self
 
     @model_validator(mode="after")
+    def low_latency_fits(self) -> Self:
+        if not self.trigger.low_latency:
+            return self
+        if self.trigger.interval_seconds != 0:
+            raise ValueError(
+                "trigger.mode LowLatency needs trigger.intervalSeconds: 0: it starts each "
+                "batch as soon as the last one commits"
+            )
+        if self.source.kafka is None:
+            raise ValueError(
+                "trigger.mode LowLatency needs source.kafka: a Pub/Sub pipeline runs "
+                "in the Default mode"
+            )
+        return self
+
+    @model_validator(mode="after")
     def dead_letters_fit_the_source(self) -> Self:
         target, kafka = self.kafka_dead_letter, self.source.kafka
         if self.dead_letter is not None and self.dead_letter.pubsub and kafka is not None:

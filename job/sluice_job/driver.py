@@ -24,6 +24,7 @@ from sluice_api import env as env_names
 from sluice_api.exitcodes import ExitCode
 from sluice_api.termination import Termination
 from sluice_api.termination import write as write_termination
+from sluice_api.trigger import LOW_LATENCY_ONE_TASK_RECORDS
 from sluice_job import (
     cassandra_access,
     clients,
@@ -31,6 +32,7 @@ from sluice_job import (
     logs,
     metrics,
     offsets,
+    one_task,
     outages,
     reader,
     reset,
@@ -61,7 +63,7 @@ from sluice_job.pubsub.leases import Leases
 from sluice_job.pubsub.records import PubSubRecords
 from sluice_job.pubsub.runner import PubSubRunner
 from sluice_job.pubsub.spool import Spool
-from sluice_job.runner import Progress, Runner
+from sluice_job.runner import IDLE_MAX, IDLE_MAX_LOW_LATENCY, Progress, Runner
 from sluice_job.sinks.cassandra import CassandraSink, SinkSchemaError
 from sluice_job.sinks.datastore import DatastoreSink
 from sluice_job.sinks.datastore_credentials import CredentialsError, ServiceAccount
@@ -86,6 +88,7 @@ def run(cfg: DriverConfig, stop: threading.Event, progress: Progress) -> Termina
     except (
         transform.EntrypointError,
         transform.NondeterministicTransformError,
+        one_task.ShufflingTransformError,
         StateSchemaError,
         StateShapeError,
         KeyspaceMissingError,
@@ -300,6 +303,7 @@ class Parts:
             self.store,
             self.states,
             lambda: self.store.event_watermark,
+            LOW_LATENCY_ONE_TASK_RECORDS if self.cfg.spec.trigger.low_latency else None,
         )
 
     def timed_out(self, batch_id: int, seconds: float) -> None:
@@ -344,6 +348,7 @@ def _kafka_runner(parts: Parts) -> Runner | None:
         observer=observer,
         rate=clients.rate_control(cfg.spec),
         batch_timeout=cfg.spec.trigger.batch_timeout_seconds,
+        idle_max=IDLE_MAX_LOW_LATENCY if cfg.spec.trigger.low_latency else IDLE_MAX,
         on_timeout=parts.timed_out,
         initial_cap=source.backpressure.initial_records_per_partition,
         offset_reset=cfg.spec.offset_reset,

@@ -56,7 +56,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from sluice_api.event_time import advance
-from sluice_job import event_time, failpoints, logs, reader, transform
+from sluice_job import event_time, failpoints, logs, one_task, reader, transform
 from sluice_job.checkpoint_rows import Batch
 from sluice_job.deadletter import DeadLetters, Reject
 from sluice_job.ports import PhaseTimes
@@ -148,6 +148,11 @@ class SparkExecutor:
     ``None``: a transform that declares neither."""
     watermark: Callable[[], int | None] = lambda: None
     """The event-time watermark the last commit left (``CheckpointStore.event_watermark``)."""
+    one_task_records: int | None = None
+    """``trigger.mode: LowLatency``: a batch of at most this many records runs in one
+    Spark task (``one_task``); ``None``: the default mode."""
+    _checked: bool = field(init=False, default=False)
+    """Whether a one-task batch's output plan has been checked for a shuffle."""
     _marked: int | None = field(init=False, default=None)
     """The last batch whose letters this executor made durable and recorded so."""
     _sent: int | None = field(init=False, default=None)
@@ -173,12 +178,18 @@ class SparkExecutor:
         failpoints.phase("read", batch.batch_id)
         clock = Stopwatch()
         records = self.records.frame(batch)
+        single = one_task.in_one_task(batch.records, self.one_task_records)
+        if single:
+            records = records.coalesce(1)
         read = clock.lap()
         before = self.watermark()
         tally = None if self.states is None else self._counted(records)
         io_before = None if tally is None else tally.value
         states = None if self.states is None else self.states.at(batch.version, before, tally, kept)
         result = transform.apply(self.transform, records, self.options, states)
+        if single and not self._checked:
+            one_task.refuse_shuffles(result.output)
+            self._checked = True
         transformed = clock.lap()
         failpoints.phase("write", batch.batch_id)
         counted: Future[Gathered] | None = None

@@ -61,10 +61,13 @@ IDLE_MAX = 1.0
 ``IDLE_FIRST`` to ``IDLE_MAX`` (never below the trigger interval), so an idle pipeline
 with ``intervalSeconds: 0`` does not poll Kafka in a tight loop, and new data waits at
 most ``IDLE_MAX`` seconds."""
+IDLE_MAX_LOW_LATENCY = 0.1
+"""``IDLE_MAX`` of ``trigger.mode: LowLatency``: new data waits at most 0.1 s to be
+seen, for ten metadata requests a second to the brokers while the topic is idle."""
 
 
-def idle_after(seconds: float) -> float:
-    return min(IDLE_MAX, seconds * 2)
+def idle_after(seconds: float, ceiling: float = IDLE_MAX) -> float:
+    return min(ceiling, seconds * 2)
 
 
 @dataclass
@@ -118,6 +121,8 @@ class Runner:
     ``None``: sleeps, or between batches waits on ``stop`` (which cuts it short)."""
     batch_timeout: float | None = None
     """Seconds one attempt of a batch may take before ``on_timeout`` is called."""
+    idle_max: float = IDLE_MAX
+    """The longest wait between looks at Kafka while there is no new data."""
     on_timeout: Callable[[int, float], None] | None = None
     """Called from a timer thread with the batch id and the timeout; ends the driver."""
     offset_reset: OffsetReset | None = None
@@ -182,8 +187,9 @@ class Runner:
                 break
             looked = time.monotonic()
             batch = self._retrying("plan", self._next_batch)
-            if batch is None:  # no new data: look again later and later, up to IDLE_MAX
-                next_start, idle = looked + max(self.interval, idle), idle_after(idle)
+            if batch is None:  # no new data: look again later and later, up to idle_max
+                next_start = looked + max(self.interval, idle)
+                idle = idle_after(idle, self.idle_max)
                 continue
             next_start, idle = looked + self.interval, IDLE_FIRST
             self._run_batch(batch, planned_ahead=False)

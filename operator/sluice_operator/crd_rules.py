@@ -105,6 +105,20 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
             field_path=".trigger.intervalSeconds",
         ),
         Rule(
+            "!has(self.trigger.mode) || self.trigger.mode != 'LowLatency'"
+            " || self.trigger.intervalSeconds == 0",
+            "trigger.mode LowLatency needs trigger.intervalSeconds: 0: it starts each batch "
+            "as soon as the last one commits",
+            field_path=".trigger.intervalSeconds",
+        ),
+        Rule(
+            "!has(self.trigger.mode) || self.trigger.mode != 'LowLatency'"
+            " || has(self.source.kafka)",
+            "trigger.mode LowLatency needs source.kafka: a Pub/Sub pipeline runs in the "
+            "Default mode",
+            field_path=".trigger.mode",
+        ),
+        Rule(
             "!has(self.offsetReset) || !has(self.offsetReset.offsets) || !has(self.source.kafka)"
             " || self.offsetReset.offsets.all(o, o.topic in self.source.kafka.topics)",
             "offsetReset.offsets names a topic not in source.kafka.topics",

@@ -429,6 +429,21 @@ INVALID = {
         "spec.trigger.intervalSeconds",
         "needs trigger.intervalSeconds > 0",
     ),
+    "low-latency-with-an-interval": Invalid(
+        changed("trigger", {"mode": "LowLatency", "intervalSeconds": 1}),
+        "spec.trigger.intervalSeconds",
+        "trigger.mode LowLatency needs trigger.intervalSeconds: 0",
+    ),
+    "low-latency-pubsub": Invalid(
+        changed("trigger", {"mode": "LowLatency", "intervalSeconds": 0}, PUBSUB_ONLY),
+        "spec.trigger.mode",
+        "trigger.mode LowLatency needs source.kafka",
+    ),
+    "low-latency-mode-unknown": Invalid(
+        changed("trigger", {"mode": "Fast", "intervalSeconds": 0}),
+        "spec.trigger.mode",
+        "supported values",
+    ),
     "image-empty": Invalid(changed("image", ""), "spec.image", "at least 1 chars long"),
     "image-whitespace": Invalid(
         changed("image", "ghcr.io/sluice-dev/sluice-job:0.1.0 "),

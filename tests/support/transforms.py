@@ -164,3 +164,17 @@ def late_aware(records: DataFrame, options: Mapping[str, Any], state: Any) -> Tr
             else rejects.select(*REJECT_COLUMNS).unionByName(parts.late)
         )
     return TransformResult(result.output, rejects, event_time=parts.times)
+
+
+def tasks_tagged(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    """The tagged events, their tag followed by the tasks the batch was read in
+    (``v1:1``: one task), so a test sees how a batch ran."""
+    result = tagged(records, options)
+    tag = F.lit(f"{options['tag']}:{records.rdd.getNumPartitions()}")
+    return result.with_output(result.output.withColumn("tag", tag))
+
+
+def repartitioned(records: DataFrame, options: Mapping[str, Any]) -> TransformResult:
+    """The tagged events spread again over four partitions: a shuffle of its own."""
+    result = tagged(records, options)
+    return result.with_output(result.output.repartition(4))

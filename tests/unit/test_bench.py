@@ -129,6 +129,9 @@ def test_both_contenders_get_a_valid_pipeline_spec() -> None:
     assert spec.source.kafka.max_records_per_partition == 25_000
     assert spec.transform.entrypoint == "sluice_job.examples.events:transform"
     assert spec.trigger.interval_seconds == 1.0
+    low = PipelineSpec.model_validate(pipeline_spec(target, System.LOW_LATENCY))
+    assert (low.trigger.low_latency, low.trigger.interval_seconds) == (True, 0)
+    assert (low.source, low.sink) == (spec.source, spec.sink), "the same topic and table"
 
 
 def _doc(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> dict[str, Any]:

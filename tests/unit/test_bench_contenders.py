@@ -97,7 +97,12 @@ def test_the_kill_phase_must_kill_within_its_production() -> None:
     with pytest.raises(SystemExit):
         from_args(["--kill-seconds", "10", "--kill-after", "12"], {})
     assert from_args(["--kill-seconds", "0", "--kill-after", "12"], {}).kill_seconds == 0
-    assert from_args([], {}).order == (System.STRUCTURED, System.REALTIME, System.SLUICE)
+    assert from_args([], {}).order == (
+        System.STRUCTURED,
+        System.REALTIME,
+        System.SLUICE,
+        System.LOW_LATENCY,
+    )
 
 
 def test_real_time_modes_open_batch_adds_one_batch_duration_to_the_allowance() -> None:

@@ -18,7 +18,7 @@ from sluice_job.checkpoint import Batch, Checkpoint, FencedError
 from sluice_job.offsets import OffsetRange, Positions, TopicPartition, Watermarks
 from sluice_job.planner import OffsetOutOfRangeError, Policy, Skip
 from sluice_job.ports import Committed, PhaseTimes
-from sluice_job.runner import Runner
+from sluice_job.runner import IDLE_MAX, IDLE_MAX_LOW_LATENCY, Runner
 
 pytestmark = pytest.mark.unit
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -322,6 +322,28 @@ def test_an_idle_pipeline_with_a_zero_interval_backs_off_instead_of_polling_kafk
     stopper.join()
     # 50 ms, 100, 200, 400, 800, then every second: at most 6 looks in one second.
     assert 1 <= counting.fetches <= 7, counting.fetches
+
+
+def test_an_idle_low_latency_pipeline_looks_for_new_data_every_tenth_of_a_second() -> None:
+    """``trigger.mode: LowLatency``: new data on an idle topic waits at most 0.1 s to be
+    seen, where the default mode's look backs off to once a second."""
+    marks = {TP0: Watermarks(0, 0)}
+    looks: dict[float, int] = {}
+    for idle_max in (IDLE_MAX, IDLE_MAX_LOW_LATENCY):
+        loop = runner(FakeStore(), marks)
+        loop.idle_max = idle_max
+        counting = CountingWatermarks(marks)
+        loop.watermarks = counting
+        stopper = threading.Timer(2.0, loop.stop.set)
+        stopper.start()
+        loop.run()
+        stopper.join()
+        looks[idle_max] = counting.fetches
+    # Default: 50 ms, 100, 200, 400, 800, then every second: 6 looks in 2 s (and the
+    # claim's), of which 8 ran here.
+    assert looks[IDLE_MAX] <= 9, looks
+    # Low latency: 50 ms, then every 100 ms: about 20 in 2 s, never a tight loop.
+    assert 12 <= looks[IDLE_MAX_LOW_LATENCY] <= 30, looks
 
 
 def test_a_planned_batch_whose_start_retention_deleted_keeps_its_id_and_its_ends() -> None:
