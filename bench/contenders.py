@@ -205,7 +205,8 @@ def start_sluice(
         **env,
         "SLUICE_CONFIG": json.dumps(pipeline_spec(target, system)),
         "SLUICE_PIPELINE": pipeline,
-        "SLUICE_NAMESPACE": namespace,
+        # Each driver contender its own checkpoint key (cluster/namespace/name).
+        "SLUICE_NAMESPACE": namespace if system is System.SLUICE else f"{namespace}-{system.value}",
         "SLUICE_CLUSTER_ID": "bench",
         "SLUICE_EPOCH": str(epoch),
         "SLUICE_TERMINATION_LOG": str(workdir / f"sluice-{name}.termination.json"),
