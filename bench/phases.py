@@ -25,7 +25,13 @@ What a batch could shed (the levers of a low-latency batch), each against ``writ
   per Kafka partition;
 * ``write-lean``: both;
 * ``write-single``: the whole batch in one task, whose one-row-per-key needs no
-  shuffle (a single partition is already clustered by any key), exact as ``write``.
+  shuffle (a single partition is already clustered by any key), exact as ``write``:
+  the batch of ``trigger.mode: LowLatency`` (``sluice_job.one_task``).
+
+The one-task batch split the same way, each step one stage longer than the one
+before: ``read-single``, ``transform-single``, ``rank-single``, ``arrow-single``,
+``dry-single`` (the sink's write with every row bound to its statement and grouped,
+nothing sent: ``CassandraSink.write(dry=True)``), then ``write-single``.
 
 Every step runs ``--repeats`` times (median shown, all runs listed) on a fresh read,
 alternating between the first and the second half of each partition so that neither
@@ -138,6 +144,13 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
     def single(frame: DataFrame) -> int:
         return sink.write(transform(frame.coalesce(1), {}).output, 1)
 
+    def arrow_single(frame: DataFrame) -> int:
+        counted = _ranked(frame.coalesce(1)).mapInArrow(_count_arrow, "rows long")
+        return int(counted.agg(F.sum("rows")).head()[0])  # type: ignore[index]
+
+    def dry_single(frame: DataFrame) -> int:
+        return sink.write(transform(frame.coalesce(1), {}).output, 1, dry=True)
+
     def lean(frame: DataFrame) -> int:
         return sink.write(transform(frame.coalesce(CORES), {}).output.drop(keys.POSITION), 1)
 
@@ -155,6 +168,11 @@ def steps(sink: CassandraSink) -> dict[str, Step]:
         "write-coalesced": coalesced,
         "write-lean": lean,
         "write-single": single,
+        "read-single": lambda frame: frame.coalesce(1).count(),
+        "transform-single": lambda frame: transform(frame.coalesce(1), {}).output.count(),
+        "rank-single": lambda frame: _ranked(frame.coalesce(1)).count(),
+        "arrow-single": arrow_single,
+        "dry-single": dry_single,
     }
 
 
