@@ -106,7 +106,7 @@ SPEC_RULES: Final[Mapping[str, tuple[Rule, ...]]] = {
         ),
         Rule(
             "!has(self.trigger.mode) || self.trigger.mode != 'LowLatency'"
-            " || self.trigger.intervalSeconds == 0",
+            " || self.trigger.intervalSeconds == 0.0",
             "trigger.mode LowLatency needs trigger.intervalSeconds: 0: it starts each batch "
             "as soon as the last one commits",
             field_path=".trigger.intervalSeconds",

@@ -179,6 +179,16 @@ def test_the_design_example_is_accepted_and_read_back(pipelines: Pipelines) -> N
     assert PipelineSpec.model_validate(read["spec"]) == PipelineSpec.model_validate(EXAMPLE)
 
 
+def test_a_low_latency_pipeline_is_accepted(pipelines: Pipelines) -> None:
+    low = changed("trigger", {"mode": "LowLatency", "intervalSeconds": 0})
+    pipelines.create(low, name="low-latency")
+
+    read = pipelines.get("low-latency")["spec"]
+
+    assert read["trigger"]["mode"] == "LowLatency"
+    assert PipelineSpec.model_validate(read).trigger.low_latency
+
+
 def written_as_sent(sent: Any, read: Any) -> bool:
     """Whether every field of ``sent`` reads back unchanged (defaults may be added)."""
     if isinstance(sent, dict):
