@@ -162,7 +162,9 @@ def parser() -> argparse.ArgumentParser:
         kind = type(getattr(Settings(), name))
         flag = "--" + name.replace("_", "-")
         result.add_argument(flag, type=kind, default=None, help=f"{text} (BENCH_{name.upper()})")
-    result.add_argument("--order", default=None, help="comma-separated: structured,realtime,sluice,lowlatency")
+    result.add_argument(
+        "--order", default=None, help="comma-separated: structured,realtime,sluice,lowlatency"
+    )
     result.add_argument("--results", type=Path, default=None, help="results directory")
     result.add_argument("--no-verify", action="store_true", help="skip counting sink rows")
     result.add_argument("--keep", action="store_true", help="keep topics and keyspace")
