@@ -77,6 +77,9 @@ class Target:
     """``sink.cassandra.batchBytes``; 0 leaves the spec's default."""
     checkpoint_seconds: float = 5.0
     """Real-Time Mode's batch duration (how often it checkpoints; not a latency)."""
+    dead_letter_topic: str | None = None
+    """Sluice's ``deadLetter.kafka.topic`` (``--dead-letter``); ``None``: none, so a
+    reject would fail the batch and the rejects are counted before each write."""
 
 
 def pipeline_spec(target: Target, system: System = System.SLUICE) -> dict[str, Any]:
@@ -96,6 +99,11 @@ def pipeline_spec(target: Target, system: System = System.SLUICE) -> dict[str, A
         )
         if value
     }
+    dead_letter = (
+        {"deadLetter": {"kafka": {"topic": target.dead_letter_topic}}}
+        if target.dead_letter_topic is not None and system in DRIVERS
+        else {}
+    )
     return {
         "image": "local/sluice-bench",
         "source": {
@@ -111,6 +119,7 @@ def pipeline_spec(target: Target, system: System = System.SLUICE) -> dict[str, A
         "checkpoint": {"cassandra": cassandra},
         "trigger": trigger,
         "spark": {"driver": {"cores": 2, "memory": target.driver_memory}},
+        **dead_letter,
     }
 
 

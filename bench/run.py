@@ -118,6 +118,7 @@ class Bench:
 
     def target(self, topic: str, table: str, interval: float) -> Target:
         s = self.settings
+        letters = self.topics.create(f"{topic}-{table}-dlq", 1) if s.dead_letter else None
         return Target(
             bootstrap=BOOTSTRAP,
             contact=CONTACT,
@@ -131,6 +132,7 @@ class Bench:
             sink_batch_rows=s.sink_batch_rows,
             sink_batch_bytes=s.sink_batch_bytes,
             checkpoint_seconds=s.realtime_checkpoint_seconds,
+            dead_letter_topic=letters,
         )
 
     def start(self, system: System, target: Target, pipeline: str, epoch: int = 1) -> Contender:

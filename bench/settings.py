@@ -72,6 +72,9 @@ class Settings:
     sink_batch_bytes: int = 0
     """Sluice's ``sink.cassandra.batchBytes``; 0: the spec's default."""
     runs: int = 3
+    dead_letter: bool = False
+    """Give Sluice's contenders a dead-letter topic: the rejects are then counted beside
+    each write instead of before it (``sluice_job.execute``)."""
     verify: bool = True
     keep: bool = False
     label: str = "full"
@@ -167,6 +170,11 @@ def parser() -> argparse.ArgumentParser:
     )
     result.add_argument("--results", type=Path, default=None, help="results directory")
     result.add_argument("--no-verify", action="store_true", help="skip counting sink rows")
+    result.add_argument(
+        "--dead-letter",
+        action="store_true",
+        help="a dead-letter topic for Sluice's contenders (BENCH_DEAD_LETTER)",
+    )
     result.add_argument("--keep", action="store_true", help="keep topics and keyspace")
     return result
 
@@ -190,6 +198,7 @@ def from_args(argv: Sequence[str] | None, env: Mapping[str, str] = os.environ) -
     if args.results or env.get("BENCH_RESULTS"):
         values["results"] = Path(args.results or env["BENCH_RESULTS"])
     values["verify"] = not (args.no_verify or env.get("BENCH_NO_VERIFY"))
+    values["dead_letter"] = bool(args.dead_letter or env.get("BENCH_DEAD_LETTER"))
     values["keep"] = bool(args.keep or env.get("BENCH_KEEP"))
     try:
         return dataclasses.replace(base, **values)

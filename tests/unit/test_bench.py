@@ -4,6 +4,7 @@ No timing is asserted anywhere: the figures of a run are reported, never tested.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from bench import baseline_writer, markdown, report, summary
 from bench.batches import from_sluice, from_structured
 from bench.ceiling import row_values, shares
-from bench.contenders import System, Target, pipeline_spec
+from bench.contenders import DRIVERS, System, Target, pipeline_spec
 from bench.pacing import Pacing, pacing, round_down, sustainable_rate
 from bench.processes import JsonLines
 from bench.run import SUSTAINABLE, TARGET, latency_rates
@@ -132,6 +133,13 @@ def test_both_contenders_get_a_valid_pipeline_spec() -> None:
     low = PipelineSpec.model_validate(pipeline_spec(target, System.LOW_LATENCY))
     assert (low.trigger.low_latency, low.trigger.interval_seconds) == (True, 0)
     assert (low.source, low.sink) == (spec.source, spec.sink), "the same topic and table"
+    assert spec.dead_letter is None, "by default a reject would fail the batch"
+    lettered = dataclasses.replace(target, dead_letter_topic="topic-dlq")
+    for system in DRIVERS:
+        found = PipelineSpec.model_validate(pipeline_spec(lettered, system)).kafka_dead_letter
+        assert found is not None
+        assert found.topic == "topic-dlq"
+    assert "deadLetter" not in pipeline_spec(lettered, System.STRUCTURED), "Sluice's only"
 
 
 def _doc(*, sluice_rate: float = 500.0, structured_lag: int = 0) -> dict[str, Any]:
