@@ -277,6 +277,11 @@ def _parser() -> argparse.ArgumentParser:
         help="hot standbys: 0 (clean-stop upgrades), 1 (warm-handover upgrades), or 0,1 "
         "for one soak of each, one after the other, and both modes compared per fault kind",
     )
+    cmd.add_argument(
+        "--low-latency",
+        action="store_true",
+        help="the pipeline with trigger.mode LowLatency instead of a 1 s trigger",
+    )
     cmd.set_defaults(run=_soak)
 
     cmd = sub.add_parser(
@@ -629,6 +634,7 @@ def _soak(layout: Layout, args: argparse.Namespace) -> int:
             spec_changes=args.spec_changes,
             kinds=kinds,
             standby=int(standby),
+            low_latency=args.low_latency,
         )
         try:
             summaries.append(run.run(layout, options, say))

@@ -20,15 +20,25 @@ from sluice_dev.soak.schedule import FaultKind
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 MODES = {
-    0: (FaultKind.DRIVER_KILL, FaultKind.KAFKA_RESTART),
-    1: (FaultKind.POD_DELETE, FaultKind.NODE_PARTITION),
+    (0, False): (FaultKind.DRIVER_KILL, FaultKind.KAFKA_RESTART),
+    (1, False): (FaultKind.POD_DELETE, FaultKind.NODE_PARTITION),
+    (0, True): (FaultKind.DRIVER_KILL, FaultKind.NODE_PARTITION),
 }
-"""Hot standbys -> the fault kinds drawn besides the spec change."""
+"""(hot standbys, ``trigger.mode: LowLatency``) -> the fault kinds drawn besides the
+spec change. The low-latency mode keeps every guarantee of the default (issue 40):
+a driver killed, a partitioned node's driver fenced, a clean-stop upgrade."""
 
 
-@pytest.mark.parametrize("standby", sorted(MODES), ids=lambda n: f"standby{n}")
+@pytest.mark.parametrize(
+    ("standby", "low_latency"),
+    [
+        pytest.param(standby, low, id=f"standby{standby}" + ("-lowlatency" if low else ""))
+        for standby, low in sorted(MODES)
+    ],
+)
 def test_short_soak_through_driver_faults_a_dependency_or_node_fault_and_an_upgrade_loses_nothing(
     standby: int,
+    low_latency: bool,
     agent_stack: Layout,
     kafka_bootstrap: str,
     cassandra_contact: str,
@@ -37,7 +47,7 @@ def test_short_soak_through_driver_faults_a_dependency_or_node_fault_and_an_upgr
     cassandra_keyspace: str,
 ) -> None:
     del kafka_bootstrap, cassandra_contact, sluice_crd  # the servers and the CRD, up
-    kinds = MODES[standby]
+    kinds = MODES[standby, low_latency]
     options = run.Options(
         events=6_000,
         rate=50.0,
@@ -46,13 +56,16 @@ def test_short_soak_through_driver_faults_a_dependency_or_node_fault_and_an_upgr
         spec_changes=1,
         seed=7,
         standby=standby,
+        low_latency=low_latency,
         namespace=namespace,
         keyspace=cassandra_keyspace,
         recovery_timeout=240.0,
     )
     summary = run.run(agent_stack, options, say=_say)
 
-    assert summary.lines()[0].startswith(f"mode: {'standby 1' if standby else 'no standby'}")
+    mode = summary.lines()[0]
+    assert mode.startswith(f"mode: {'standby 1' if standby else 'no standby'}")
+    assert ("LowLatency" in mode) is low_latency
     assert sorted(r.fault.kind for r in summary.recoveries) == sorted(
         [*kinds, FaultKind.SPEC_CHANGE]
     )

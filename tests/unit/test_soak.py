@@ -359,6 +359,16 @@ def test_the_soak_with_a_standby_upgrades_by_warm_handover() -> None:
     assert (spec.standby, spec.upgrade.mode) == (1, UpgradeMode.WARM_HANDOVER)
 
 
+def test_the_low_latency_soak_runs_the_mode_and_the_default_soak_a_1_s_trigger() -> None:
+    target = Target("ns", "soak", "127.0.0.1:1", "t", "t-dlq", "127.0.0.1:2", "ks")
+    low = PipelineSpec.model_validate(
+        manifest(target, "sluice-soak/job:v1", low_latency=True)["spec"]
+    )
+    default = PipelineSpec.model_validate(manifest(target, "sluice-soak/job:v1")["spec"])
+    assert (low.trigger.low_latency, low.trigger.interval_seconds) == (True, 0)
+    assert (default.trigger.low_latency, default.trigger.interval_seconds) == (False, 1)
+
+
 def test_a_deleted_pipelines_leftovers_are_found_and_nothing_of_a_live_one() -> None:
     """The full soak's second mode timed out waiting for its first commit: the first
     mode's pipeline, deleted after three kube-apiserver restarts, left its

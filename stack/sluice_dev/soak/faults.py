@@ -44,6 +44,7 @@ class Chaos:
     images: tuple[str, ...]
     wait: Wait
     standby: int = 0
+    low_latency: bool = False
 
     def inject(self, step: Step) -> Injected:
         status = self.pipeline.status() or {}
@@ -119,5 +120,6 @@ class Chaos:
 
     def _change_image(self, current: str) -> tuple[str, None]:
         image = next((i for i in self.images if i != current), self.images[0])
-        self.kubectl.apply(manifest(self.pipeline.target, image, self.standby))
+        pipeline = manifest(self.pipeline.target, image, self.standby, low_latency=self.low_latency)
+        self.kubectl.apply(pipeline)
         return f"{current} -> {image}", None

@@ -30,11 +30,17 @@ class Target:
         return cluster.checkpoint_key(cluster_id, self.namespace, self.name)
 
 
-def manifest(target: Target, image: str, standby: int = 0) -> dict[str, Any]:
+def manifest(
+    target: Target, image: str, standby: int = 0, *, low_latency: bool = False
+) -> dict[str, Any]:
     """The pipeline on ``image``; with ``standby`` 1, a hot standby kept beside the
     driver and spec changes made by warm handover (the mode a user picks for fast
-    recovery), else none and clean-stop upgrades (the defaults)."""
+    recovery), else none and clean-stop upgrades (the defaults). ``low_latency``:
+    ``trigger.mode: LowLatency`` instead of a 1 s trigger."""
     upgrade = "WarmHandover" if standby else "CleanStop"
+    trigger = (
+        {"mode": "LowLatency", "intervalSeconds": 0} if low_latency else {"intervalSeconds": 1}
+    )
     spec = PipelineSpec.model_validate(
         {
             "image": image,
@@ -58,7 +64,7 @@ def manifest(target: Target, image: str, standby: int = 0) -> dict[str, Any]:
             "checkpoint": {
                 "cassandra": {"contactPoints": [target.contact], "keyspace": target.keyspace}
             },
-            "trigger": {"intervalSeconds": 1},
+            "trigger": trigger,
             "spark": {"driver": {"cores": 1, "memory": "768m"}, "executors": {"instances": 0}},
             "upgrade": {"mode": upgrade, "stopTimeoutSeconds": 60},
             "standby": standby,

@@ -33,6 +33,8 @@ class Summary:
     notes: Sequence[str] = field(default_factory=tuple)
     standby: int = 0
     """The pipeline's hot standbys (with 1, spec changes were warm handovers)."""
+    low_latency: bool = False
+    """Whether the pipeline ran with ``trigger.mode: LowLatency``."""
 
     @property
     def counters(self) -> dict[str, int]:
@@ -65,6 +67,8 @@ class Summary:
             if self.standby
             else "no standby, clean-stop upgrades"
         )
+        if self.low_latency:
+            mode += ", trigger.mode LowLatency"
         lines = [
             f"mode: {mode}",
             f"sequence numbers produced: {made.sequence_numbers} (committed {made.committed}, "

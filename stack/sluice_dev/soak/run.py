@@ -50,6 +50,8 @@ class Options:
     spec_changes: int = 2
     standby: int = 0
     """Hot standbys of the pipeline (0 or 1); with 1, spec changes are warm handovers."""
+    low_latency: bool = False
+    """``trigger.mode: LowLatency`` instead of a 1 s trigger."""
     kinds: tuple[schedule.FaultKind, ...] = schedule.FAULT_KINDS
     bad_every: int = 20
     """Every n-th event malformed: 20 is 5 %."""
@@ -124,7 +126,7 @@ class Soak:
         ensure_topic(target.bootstrap, target.dead_letter_topic, 1)
         store.reset()
         self.say(f"topic {target.topic} ({PARTITIONS} partitions), sink {target.keyspace}.events")
-        kubectl.apply(manifest(target, images[0], opts.standby))
+        kubectl.apply(manifest(target, images[0], opts.standby, low_latency=opts.low_latency))
         production = Production(
             target.bootstrap,
             target.topic,
@@ -166,7 +168,16 @@ class Soak:
             duration=max(60.0, opts.events / opts.rate - (began - started)),
         )
         self.say(f"{len(steps)} faults planned: " + ", ".join(s.kind.value for s in steps))
-        chaos = Chaos(self.layout, kubectl, pipeline, operator, images, self._wait, opts.standby)
+        chaos = Chaos(
+            self.layout,
+            kubectl,
+            pipeline,
+            operator,
+            images,
+            self._wait,
+            opts.standby,
+            opts.low_latency,
+        )
         for step in steps:
             if not self._fault(step, began, chaos, pipeline, store, producer):
                 break
@@ -298,6 +309,7 @@ class Soak:
             recoveries=recoveries,
             records_per_second=report.records_per_second(commits),
             standby=self.options.standby,
+            low_latency=self.options.low_latency,
             notes=tuple(self.notes),
         )
 
