@@ -11,6 +11,8 @@ gets to:
 * **Sluice**: the real driver, ``python -m sluice_job``, configured like the operator
   configures it (``SLUICE_CONFIG`` and friends), writing with its own sink
   (``sluice_job.sinks.cassandra.CassandraSink``);
+* **Sluice low-latency**: the same driver and spec with ``trigger.mode: LowLatency``
+  (no interval, a small batch in one task; its own checkpoint key);
 * **Structured Streaming** (the baseline, ``bench.structured_job``): ``readStream``
   from spark-sql-kafka with ``maxOffsetsPerTrigger = cap x partitions``,
   ``foreachBatch`` applying the same transform and writing with what a user writes
