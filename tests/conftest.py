@@ -69,6 +69,11 @@ LONG: Final = {
         "de-duplication through a kill, a zombie and an upgrade: 102 s (the unique-visitors "
         "example's test makes the same faults, over windows)"
     ),
+    "tests/integration/test_driver_low_latency.py::test_low_latency_counts_every_record_once": (
+        "the low-latency mode's KPI sums through a kill, a zombie and an upgrade: 61 s (the "
+        "short soak's low-latency mode makes a kill, a partition whose driver is fenced and an "
+        "upgrade, checked by the soak's own counters)"
+    ),
     "tests/integration/test_stateful_examples.py::"
     "test_a_stateful_example_is_exact_through_a_kill_a_zombie_and_an_upgrade[sessions]": (
         "sessions through a kill, a zombie and an upgrade: 148 s (as above; "
