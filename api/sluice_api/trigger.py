@@ -35,7 +35,8 @@ class Trigger(Model):
         description=(
             "Default: a batch every intervalSeconds. LowLatency: the next batch as soon "
             "as the last one commits (needs intervalSeconds: 0 and a Kafka source), a "
-            "batch of up to 20,000 records in one Spark task and new data looked for "
+            f"batch of up to {LOW_LATENCY_ONE_TASK_RECORDS:,} records in one Spark task "
+            "and new data looked for "
             "every 0.1 s when idle; for end-to-end latency under a second. Every "
             "guarantee of Default holds. It refuses a transform whose plan shuffles "
             "(repartition, a join of two streams of rows): a shuffle stage is the "

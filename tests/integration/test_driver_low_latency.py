@@ -28,11 +28,6 @@ HALF = 1_500
 LOW_LATENCY = {"mode": "LowLatency", "intervalSeconds": 0}
 
 
-def low_latency_spec(bootstrap: str, topic: str, contact: str, keyspace: str, **extra: Any) -> Any:
-    body = spec(bootstrap=bootstrap, topic=topic, contact=contact, keyspace=keyspace, **extra)
-    return {**body, "trigger": LOW_LATENCY}
-
-
 def test_a_small_batch_runs_in_one_task_and_every_record_is_written(
     kafka_bootstrap: str,
     kafka_topic: Any,
@@ -44,11 +39,12 @@ def test_a_small_batch_runs_in_one_task_and_every_record_is_written(
     topic = kafka_topic(partitions=PARTITIONS)
     factory = EventFactory(seed=61)
     produce(kafka_bootstrap, topic, HALF, factory=factory)
-    body = low_latency_spec(
-        kafka_bootstrap,
-        topic,
-        cassandra_contact,
-        events_table,
+    body = spec(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        contact=cassandra_contact,
+        keyspace=events_table,
+        trigger=LOW_LATENCY,
         entrypoint="tests.support.transforms:tasks_tagged",
         cap=CAP,
     )
@@ -74,11 +70,12 @@ def test_low_latency_counts_every_record_once_through_a_kill_a_fenced_zombie_and
     topic, letters = kafka_topic(partitions=PARTITIONS), kafka_topic(partitions=1)
     factory = EventFactory(seed=67, bad_every=20)
     produce(kafka_bootstrap, topic, HALF, factory=factory)
-    v1 = low_latency_spec(
-        kafka_bootstrap,
-        topic,
-        cassandra_contact,
-        cassandra_keyspace,
+    v1 = spec(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        contact=cassandra_contact,
+        keyspace=cassandra_keyspace,
+        trigger=LOW_LATENCY,
         table="page_kpis",
         entrypoint="sluice_job.examples.kpi:transform",
         options={"windowSeconds": 60},
@@ -114,11 +111,12 @@ def test_a_transform_whose_plan_shuffles_is_refused_before_anything_is_written(
 ) -> None:
     topic = kafka_topic(partitions=2)
     produce(kafka_bootstrap, topic, 200, factory=EventFactory(seed=71))
-    body = low_latency_spec(
-        kafka_bootstrap,
-        topic,
-        cassandra_contact,
-        events_table,
+    body = spec(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        contact=cassandra_contact,
+        keyspace=events_table,
+        trigger=LOW_LATENCY,
         entrypoint="tests.support.transforms:repartitioned",
     )
     run = driver.start(body, epoch=1)

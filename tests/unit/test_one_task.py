@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sluice_api.spec import PipelineSpec
 from sluice_api.trigger import LOW_LATENCY_ONE_TASK_RECORDS, TriggerMode
 from sluice_job.one_task import SHUFFLE, in_one_task
+from tests.support.observations import spec
 
 pytestmark = pytest.mark.unit
 
@@ -44,21 +44,9 @@ def test_a_shuffle_is_told_from_a_broadcast_in_spark_s_plan() -> None:
     assert SHUFFLE.search("+- Exchange RoundRobinPartitioning(4), REPARTITION_BY_NUM") is not None
 
 
-def spec(trigger: dict[str, Any], source: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "image": "ghcr.io/sluice-dev/sluice-job:0.1.0",
-        "source": source or {"kafka": {"bootstrapServers": "k:9092", "topics": ["events"]}},
-        "transform": {"entrypoint": "sluice_job.examples.events:transform"},
-        "sink": {"cassandra": {"contactPoints": ["c"], "keyspace": "ks", "table": "events"}},
-        "checkpoint": {"cassandra": {"contactPoints": ["c"], "keyspace": "ks"}},
-        "trigger": trigger,
-    }
-
-
 def test_the_default_mode_is_default_and_low_latency_is_chosen_by_name() -> None:
-    assert PipelineSpec.model_validate(spec({})).trigger.mode is TriggerMode.DEFAULT
-    chosen = PipelineSpec.model_validate(spec({"mode": "LowLatency", "intervalSeconds": 0}))
-    assert chosen.trigger.low_latency
+    assert spec(trigger={}).trigger.mode is TriggerMode.DEFAULT
+    assert spec(trigger={"mode": "LowLatency", "intervalSeconds": 0}).trigger.low_latency
 
 
 @pytest.mark.parametrize(
@@ -76,6 +64,7 @@ def test_the_default_mode_is_default_and_low_latency_is_chosen_by_name() -> None
 def test_a_low_latency_spec_the_mode_cannot_run_is_refused_naming_the_field(
     trigger: dict[str, Any], source: dict[str, Any] | None, says: str
 ) -> None:
+    changes = {"trigger": trigger, **({"source": source} if source else {})}
     with pytest.raises(ValidationError) as raised:
-        PipelineSpec.model_validate(spec(trigger, source))
+        spec(**changes)
     assert says in str(raised.value).replace("\n  ", ".")
